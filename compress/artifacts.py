@@ -1,0 +1,112 @@
+"""Artifacts: immutable files in the run directory, with size and sha256.
+
+Each stage writes into a private temporary directory; only when it succeeded does the
+runner record `stage.json` (cache key + artifact digests) and rename the directory into
+place. A killed or failed stage therefore never leaves a directory a later run trusts:
+a stage directory without a matching `stage.json` is deleted and redone.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+STAGE_RECORD = "stage.json"
+
+
+@dataclass(frozen=True)
+class Artifact:
+    id: str
+    format: str        # torch | onnx
+    precision: str     # fp32 | int8 | ...
+    stage: str
+    parent: Optional[str]
+    path: str          # relative to the run directory
+    size_bytes: int
+    sha256: str
+    meta: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Output:
+    """What a stage returns: a file it wrote into its directory, plus what it is."""
+    path: Path
+    format: str
+    precision: str
+    meta: dict = field(default_factory=dict)
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def write_json_atomic(path: Path, data) -> None:
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps(data, indent=2, default=str))
+    os.replace(tmp, path)
+
+
+class StageDir:
+    """The directory `runs/<name>/NN-<stage>/` of one stage."""
+
+    def __init__(self, run_dir: Path, slug: str):
+        self.run_dir, self.slug = run_dir, slug
+        self.final = run_dir / slug
+        self.tmp = run_dir / f".{slug}.partial"
+
+    def cached(self, key: str) -> Optional[list[Artifact]]:
+        """The artifacts of a finished run of this stage with this key, if still intact."""
+        record_path = self.final / STAGE_RECORD
+        try:
+            record = json.loads(record_path.read_text())
+        except (OSError, ValueError):
+            return None
+        if record.get("key") != key:
+            return None
+        artifacts = [Artifact(**a) for a in record["artifacts"]]
+        for artifact in artifacts:
+            path = self.run_dir / artifact.path
+            if not path.is_file() or sha256_file(path) != artifact.sha256:
+                return None
+        return artifacts
+
+    def begin(self) -> Path:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        self.tmp.mkdir(parents=True)
+        return self.tmp
+
+    def abort(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+    def commit(self, key: str, outputs: list[Output], stage: str, parent: Optional[str],
+               config: dict) -> list[Artifact]:
+        artifacts = []
+        for index, out in enumerate(outputs):
+            rel_inside = Path(out.path).resolve().relative_to(self.tmp.resolve())
+            artifact_id = self.slug if len(outputs) == 1 else f"{self.slug}.{index}"
+            artifacts.append(Artifact(
+                id=artifact_id, format=out.format, precision=out.precision, stage=stage,
+                parent=parent, path=str(Path(self.slug) / rel_inside),
+                size_bytes=os.path.getsize(out.path), sha256=sha256_file(Path(out.path)),
+                meta=out.meta))
+        write_json_atomic(self.tmp / STAGE_RECORD, {
+            "key": key, "stage": stage, "config": config,
+            "artifacts": [a.to_dict() for a in artifacts]})
+        shutil.rmtree(self.final, ignore_errors=True)
+        os.replace(self.tmp, self.final)
+        return artifacts
+
+
+def cache_key(*parts) -> str:
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()

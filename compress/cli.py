@@ -1,0 +1,91 @@
+"""`compress run | validate | schema | profiles`.
+
+Exit codes: 0 every gated budget holds; 1 a budget is missed; 2 bad input (one clear
+message, no traceback). Any other exception is a bug and keeps its traceback.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from compress.errors import CompressError
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="compress", description="Compress, export, benchmark and budget-check a model "
+        "for edge devices.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    run = sub.add_parser("run", help="run a pipeline.yaml")
+    run.add_argument("file")
+    run.add_argument("--force", action="store_true", help="redo stages even if cached")
+    run.add_argument("--strict", action="store_true",
+                     help="unmeasured and off-target verdicts count as failures")
+    run.add_argument("--quiet", action="store_true", help="no progress display")
+    validate = sub.add_parser("validate", help="check a pipeline.yaml and exit")
+    validate.add_argument("file")
+    sub.add_parser("schema", help="print the pipeline JSON Schema")
+    profiles = sub.add_parser("profiles", help="list the device profiles")
+    profiles.add_argument("--json", action="store_true")
+    return parser
+
+
+def _cmd_run(args) -> int:
+    from compress.api import run
+    result = run(args.file, force=args.force, strict=args.strict, quiet=args.quiet)
+    _print_summary(result)
+    return result.exit_code
+
+
+def _print_summary(result) -> None:
+    for row in result.report["fits"]:
+        label = row["artifact"] + (" (baseline)" if row["baseline"] else "")
+        print(f"{row['target']:<18} {label:<28} {row['fits']}")
+    status = "PASSED" if result.passed else "FAILED"
+    print(f"{status}: report at {result.run_dir.resolve() / 'report.md'} (json: report.json)")
+
+
+def _cmd_validate(args) -> int:
+    from compress.config import load_pipeline
+    from compress.runner import resolve_targets
+    pipeline = load_pipeline(args.file)
+    resolve_targets(pipeline)
+    print(f"{args.file}: valid pipeline '{pipeline.name}' with {len(pipeline.stages)} stages "
+          f"and {len(pipeline.targets)} targets")
+    return 0
+
+
+def _cmd_schema(args) -> int:
+    from compress.config import Pipeline
+    print(json.dumps(Pipeline.model_json_schema(), indent=2))
+    return 0
+
+
+def _cmd_profiles(args) -> int:
+    from profiles import list_profiles
+    found = list_profiles()
+    if args.json:
+        print(json.dumps([p.model_dump() for p in found], indent=2))
+        return 0
+    for p in found:
+        budget = ", ".join(f"{k}={v:g}" for k, v in p.budget.model_dump().items() if v is not None)
+        print(f"{p.name:<18} {p.device.arch:<8} {p.description}\n{'':<18} budget: {budget}")
+    return 0
+
+
+COMMANDS = {"run": _cmd_run, "validate": _cmd_validate, "schema": _cmd_schema,
+            "profiles": _cmd_profiles}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return COMMANDS[args.command](args)
+    except CompressError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("interrupted: finished stages are kept; the stage that was running is discarded",
+              file=sys.stderr)
+        return 130

@@ -1,0 +1,57 @@
+"""The errors a user can cause and fix.
+
+The CLI catches `CompressError` only: it prints the message (one paragraph, no
+traceback) and exits 2. Every other exception is a bug and keeps its traceback.
+"""
+from __future__ import annotations
+
+
+class CompressError(Exception):
+    """Bad input or an environment problem the user can fix."""
+
+    exit_code = 2
+
+
+class ConfigError(CompressError):
+    """pipeline.yaml (or a profile) does not describe a valid pipeline."""
+
+    def __init__(self, message: str, *, file: str | None = None, line: int | None = None,
+                 field: str | None = None):
+        self.file, self.line, self.field = file, line, field
+        where = file or ""
+        if file and line:
+            where = f"{file}:{line}"
+        prefix = f"{where}: " if where else ""
+        if field:
+            prefix += f"{field}: "
+        super().__init__(prefix + message)
+
+
+class DataError(CompressError):
+    """Calibration, evaluation or training data is missing or does not fit the model."""
+
+
+class ModelError(CompressError):
+    """The model cannot be loaded, or does not match what the pipeline declares."""
+
+
+class StageError(CompressError):
+    """A stage failed for a reason the user can act on."""
+
+    def __init__(self, index: int, stage_type: str, message: str):
+        self.index, self.stage_type = index, stage_type
+        super().__init__(f"stage {index} ({stage_type}): {message}")
+
+
+class MissingDependency(CompressError):
+    """An optional package a stage needs is not installed."""
+
+    def __init__(self, module: str, pip_name: str, purpose: str):
+        self.module, self.pip_name = module, pip_name
+        super().__init__(
+            f"{purpose} needs the Python package '{pip_name}' (module '{module}'), which is "
+            f"not installed. Fix: pip install -c constraints.txt {pip_name}")
+
+
+class RemoteError(CompressError):
+    """A benchmark target could not be reached or did not answer sensibly."""

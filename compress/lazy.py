@@ -1,0 +1,32 @@
+"""Import heavy libraries only when a stage needs them.
+
+`compress validate` and `--help` must stay instant, and a missing optional package must
+say which pip command fixes it instead of ending in an ImportError traceback.
+"""
+from __future__ import annotations
+
+import importlib
+from types import ModuleType
+
+from compress.errors import MissingDependency
+
+# module name -> the pip distribution that provides it
+_PIP_NAMES = {
+    "torch": "torch==2.13.0",
+    "onnx": "onnx",
+    "onnxscript": "onnxscript",
+    "onnxruntime": "onnxruntime",
+    "onnxruntime.quantization": "onnxruntime",
+    "neural_compressor": "neural-compressor",
+    "litert_torch": "litert-torch",
+}
+
+
+def require(module: str, purpose: str) -> ModuleType:
+    """Import `module` or raise MissingDependency naming the pip command that fixes it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as exc:
+        root = module.split(".")[0]
+        pip_name = _PIP_NAMES.get(module, _PIP_NAMES.get(root, root))
+        raise MissingDependency(module, pip_name, purpose) from exc

@@ -1,0 +1,143 @@
+"""The model as the user gave it: a torch factory (+ checkpoint) or an ONNX file."""
+from __future__ import annotations
+
+import hashlib
+import inspect
+import shutil
+from pathlib import Path
+
+import numpy as np
+
+from compress.artifacts import Output, sha256_file
+from compress.config import Pipeline
+from compress.errors import ModelError
+from compress.imports import import_callable
+from compress.lazy import require
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def build_torch_model(pipeline: Pipeline):
+    """Call the factory, load the checkpoint (weights_only), switch to eval mode."""
+    torch = require("torch", "a torch model source")
+    spec = pipeline.model.torch
+    factory = import_callable(spec.factory, pipeline.base_dir, ModelError, "model.torch.factory")
+    try:
+        model = factory(**spec.kwargs)
+    except Exception as exc:  # user code
+        raise ModelError(f"model.torch.factory '{spec.factory}' raised "
+                         f"{type(exc).__name__}: {_first_line(exc)}") from exc
+    if not isinstance(model, torch.nn.Module):
+        raise ModelError(f"model.torch.factory '{spec.factory}' returned "
+                         f"{type(model).__name__}, not a torch.nn.Module")
+    if spec.checkpoint:
+        _load_checkpoint(model, pipeline.resolve(spec.checkpoint), torch)
+    return model.eval()
+
+
+def _load_checkpoint(model, path: Path, torch) -> None:
+    if not path.is_file():
+        raise ModelError(f"model.torch.checkpoint: file not found: {path}")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # corrupt file, pickle that is not plain weights
+        raise ModelError(f"model.torch.checkpoint: cannot load {path} with "
+                         f"torch.load(weights_only=True): {_first_line(exc)}. Save it with "
+                         "torch.save(model.state_dict(), path)") from None
+    if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
+        state = state["state_dict"]
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, TypeError, AttributeError) as exc:
+        detail = " ".join(str(exc).split())[:600]
+        raise ModelError(f"model.torch.checkpoint {path.name} does not match the factory's "
+                         f"model: {detail}") from None
+
+
+def check_torch_inputs(model, pipeline: Pipeline, sample: dict) -> None:
+    """Run one forward pass so a wrong declared shape fails here, with a clear message."""
+    torch = require("torch", "a torch model source")
+    args = [torch.from_numpy(sample[d.name][:1]) for d in pipeline.model.inputs]
+    try:
+        with torch.no_grad():
+            model(*args)
+    except Exception as exc:
+        shapes = {d.name: [1, *d.shape[1:]] for d in pipeline.model.inputs}
+        raise ModelError(f"the model fails on inputs shaped as declared in model.inputs "
+                         f"{shapes}: {type(exc).__name__}: {_first_line(exc)}") from None
+
+
+def check_onnx_file(path: Path, pipeline: Pipeline) -> None:
+    onnx = require("onnx", "an ONNX model source")
+    if not path.is_file():
+        raise ModelError(f"model.onnx: file not found: {path}")
+    try:
+        onnx.checker.check_model(str(path))
+        graph = onnx.load(str(path), load_external_data=False).graph
+    except Exception as exc:
+        raise ModelError(f"model.onnx: {path} is not a valid ONNX model: {_first_line(exc)}. "
+                         "Re-export it, or check that the download/copy was complete") from None
+    initializers = {i.name for i in graph.initializer}
+    actual = [i.name for i in graph.input if i.name not in initializers]
+    declared = [d.name for d in pipeline.model.inputs]
+    if actual != declared:
+        raise ModelError(f"model.inputs declares {declared} but {path.name} has inputs {actual}")
+
+
+def source_digest(pipeline: Pipeline) -> str:
+    """What identifies the source model: file digests plus the factory's own code."""
+    h = hashlib.sha256()
+    if pipeline.model.onnx:
+        h.update(sha256_file(pipeline.resolve(pipeline.model.onnx)).encode())
+        return h.hexdigest()
+    spec = pipeline.model.torch
+    h.update(spec.model_dump_json().encode())
+    if spec.checkpoint:
+        h.update(sha256_file(pipeline.resolve(spec.checkpoint)).encode())
+    factory = import_callable(spec.factory, pipeline.base_dir, ModelError, "model.torch.factory")
+    try:
+        h.update(inspect.getsource(inspect.getmodule(factory)).encode())
+    except (OSError, TypeError):
+        pass  # a builtin or compiled factory: its checkpoint digest identifies it
+    return h.hexdigest()
+
+
+def write_source(pipeline: Pipeline, model, out_dir: Path) -> Output:
+    """Keep a copy of the source model in the run directory (self-contained runs)."""
+    if pipeline.model.onnx:
+        target = out_dir / "model.onnx"
+        shutil.copyfile(pipeline.resolve(pipeline.model.onnx), target)
+        return Output(target, "onnx", "fp32")
+    torch = require("torch", "a torch model source")
+    target = out_dir / "model.pt"
+    torch.save(model.state_dict(), target)
+    spec = pipeline.model.torch
+    return Output(target, "torch", "fp32", {"factory": spec.factory, "kwargs": spec.kwargs,
+                                            "kind": "state_dict"})
+
+
+def run_model(model_or_path, pipeline: Pipeline, inputs: dict, batch: int = 64) -> np.ndarray:
+    """First output of the source model on `inputs` (torch module or ONNX path)."""
+    names = [d.name for d in pipeline.model.inputs]
+    total = len(inputs[names[0]])
+    if isinstance(model_or_path, (str, Path)):
+        from runtimes.loader import load
+        with load(str(model_or_path)) as session:
+            fixed = session.inputs[0].shape[0]
+            step = fixed if isinstance(fixed, int) else batch
+            from runtimes.feeds import iter_batches
+            outs = [session.run(chunk)[0][:real] for chunk, real in
+                    iter_batches({n: inputs[n] for n in names}, step)]
+        return np.concatenate(outs)
+    torch = require("torch", "a torch model source")
+    outs = []
+    with torch.no_grad():
+        for start in range(0, total, batch):
+            args = [torch.from_numpy(inputs[n][start:start + batch]) for n in names]
+            out = model_or_path(*args)
+            out = out[0] if isinstance(out, (tuple, list)) else out
+            outs.append(out.detach().cpu().numpy())
+    return np.concatenate(outs)

@@ -1,0 +1,145 @@
+"""report.json (for machines and CI gates) and report.md (for people)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from compress.artifacts import write_json_atomic
+
+_BUDGET_UNITS = {"latency_p90_ms": "ms", "peak_memory_mb": "MB", "model_size_mb": "MB",
+                 "energy_mj": "mJ", "accuracy_drop": ""}
+
+
+def _gains(benchmarks: list[dict]) -> list[dict]:
+    """Ratios against the FP32 baseline measured in the same run on the same target."""
+    baselines = {b["target"]: b for b in benchmarks if b["baseline"]}
+    gains = []
+    for bench in benchmarks:
+        base = baselines.get(bench["target"])
+        if base is None or bench is base:
+            continue
+        gains.append({
+            "artifact": bench["artifact"], "target": bench["target"], "baseline": base["artifact"],
+            "speedup_p50": base["latency_ms"]["p50"] / bench["latency_ms"]["p50"],
+            "size_ratio": bench["size_bytes"] / base["size_bytes"],
+            "peak_memory_ratio": bench["peak_memory_mb"] / base["peak_memory_mb"],
+        })
+    return gains
+
+
+def _fits(verdicts, benchmarks: list[dict]) -> list[dict]:
+    rows = []
+    for bench in benchmarks:
+        mine = [v for v in verdicts if v.artifact == bench["artifact"] and v.target == bench["target"]]
+        statuses = {v.status for v in mine}
+        failed = [v.metric for v in mine if v.status == "fail"]
+        if failed:
+            answer = "no: over budget on " + ", ".join(failed)
+        elif "off-target" in statuses:
+            answer = "unknown: measured off the device (" + next(
+                v.reason for v in mine if v.status == "off-target") + ")"
+        elif "unmeasured" in statuses:
+            answer = "yes, except unmeasured: " + ", ".join(
+                v.metric for v in mine if v.status == "unmeasured")
+        else:
+            answer = "yes" if mine else "no budget"
+        rows.append({"artifact": bench["artifact"], "target": bench["target"],
+                     "baseline": bench["baseline"], "fits": answer})
+    return rows
+
+
+def build_report(pipeline, manifest: dict, artifacts, benchmarks, verdicts, *, gated: set,
+                 passed: bool, strict: bool) -> dict:
+    return {
+        "pipeline": {"name": pipeline.name, "config_sha256": manifest["config_sha256"]},
+        "manifest": manifest,
+        "artifacts": [a.to_dict() for a in artifacts],
+        "benchmarks": benchmarks,
+        "gains": _gains(benchmarks),
+        "verdicts": [v.to_dict() for v in verdicts],
+        "fits": _fits(verdicts, benchmarks),
+        "gated_targets": sorted(gated),
+        "strict": strict,
+        "passed": passed,
+    }
+
+
+def _fmt(value, digits: int = 2) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        return f"{value:.{digits}f}"
+    return str(value)
+
+
+def _artifact_table(report: dict) -> list[str]:
+    lines = ["| artifact | format | precision | parent | size (MB) | sha256 |",
+             "|---|---|---|---|---:|---|"]
+    for a in report["artifacts"]:
+        lines.append(f"| {a['id']} | {a['format']} | {a['precision']} | {a['parent'] or '—'} | "
+                     f"{a['size_bytes'] / 2**20:.3f} | {a['sha256'][:12]} |")
+    return lines
+
+
+def _benchmark_table(report: dict) -> list[str]:
+    gains = {(g["artifact"], g["target"]): g for g in report["gains"]}
+    lines = ["| target | artifact | p50 ms | p90 ms | p99 ms | mean ± std ms | per s | "
+             "peak MB (model) | metric | drop | energy mJ | speed-up p50 | size ratio |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for b in report["benchmarks"]:
+        lat, m = b["latency_ms"], b["metric"]
+        g = gains.get((b["artifact"], b["target"]))
+        name = b["artifact"] + (" (baseline)" if b["baseline"] else "")
+        metric = f"{m['name']} {m['value']:.4f}" if m else "—"
+        energy = _fmt(b["energy_mj"]) if b["energy_mj"] is not None else "unmeasured"
+        lines.append(
+            f"| {b['target']} | {name} | {lat['p50']:.3f} | {lat['p90']:.3f} | {lat['p99']:.3f} | "
+            f"{lat['mean']:.3f} ± {lat['std']:.3f} | {_fmt(b['throughput_per_s'], 1)} | "
+            f"{b['peak_memory_mb']:.1f} ({b['model_memory_mb']:.1f}) | {metric} | "
+            f"{_fmt(m['drop'], 4) if m else '—'} | {energy} | "
+            f"{(_fmt(g['speedup_p50']) + 'x') if g else '—'} | {_fmt(g['size_ratio'], 3) if g else '—'} |")
+    return lines
+
+
+def _verdict_table(report: dict) -> list[str]:
+    lines = ["| target | artifact | budget | limit | value | verdict |", "|---|---|---|---:|---:|---|"]
+    for v in report["verdicts"]:
+        unit = _BUDGET_UNITS.get(v["metric"], "")
+        status = v["status"] + (f" ({v['reason']})" if v["reason"] else "")
+        lines.append(f"| {v['target']} | {v['artifact']} | {v['metric']} | {v['budget']:g} {unit} | "
+                     f"{_fmt(v['value'], 4)} | {status} |")
+    return lines
+
+
+def render_markdown(report: dict) -> str:
+    m = report["manifest"]
+    verdict = "PASSED" if report["passed"] else "FAILED"
+    lines = [f"# {report['pipeline']['name']}: {verdict}", "",
+             f"Gated targets: {', '.join(report['gated_targets']) or 'none'}"
+             f"{' (strict: unmeasured and off-target count as failures)' if report['strict'] else ''}."
+             " The FP32 baseline is measured for comparison and is not gated.", "",
+             "## Which variant fits which device", "",
+             "| target | artifact | fits |", "|---|---|---|"]
+    lines += [f"| {f['target']} | {f['artifact']}{' (baseline)' if f['baseline'] else ''} | {f['fits']} |"
+              for f in report["fits"]]
+    host = m["host"]
+    lines += ["", "## Artifacts", "", *_artifact_table(report), "",
+              f"## Benchmarks (measured on {host['arch']} {host['cpu']}, batch as declared)", "",
+              *_benchmark_table(report), "",
+              "peak MB is the benchmark process's peak resident memory; (model) is that minus "
+              "the interpreter and runtime library before the model was loaded.", "",
+              "## Verdicts", "", *_verdict_table(report), "",
+              "## Manifest", "",
+              f"- packages: {', '.join(f'{k} {v}' for k, v in m['packages'].items() if v)}",
+              f"- host: {host['hostname']}, {host['arch']}, {host['cpu']}, {host['cores']} cores, "
+              f"flags {' '.join(host['cpu_flags']) or '—'}",
+              f"- threads per target: {m['threads']}; seed {m['seed']}",
+              f"- config sha256 {m['config_sha256']}; source model sha256 {m['source_model_sha256']}", ""]
+    return "\n".join(lines)
+
+
+def write_reports(run_dir: Path, report: dict) -> None:
+    write_json_atomic(run_dir / "report.json", report)
+    write_json_atomic(run_dir / "manifest.json", report["manifest"])
+    tmp = run_dir / ".report.md.tmp"
+    tmp.write_text(render_markdown(report))
+    tmp.replace(run_dir / "report.md")

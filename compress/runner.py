@@ -1,0 +1,188 @@
+"""Run a validated Pipeline: source -> stages -> benchmark -> verdicts -> report.
+
+Everything that can be checked before work starts (profiles, model, data shapes, data a
+stage needs) is checked first, so bad input fails before any file is written.
+"""
+from __future__ import annotations
+
+import hashlib
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from compress.artifacts import Artifact, StageDir, cache_key
+from compress.config import Pipeline
+from compress.context import RunContext
+from compress.errors import CompressError, ConfigError, DataError, StageError
+from compress.manifest import build_manifest, package_versions
+from compress.model_source import (build_torch_model, check_onnx_file, check_torch_inputs,
+                                   source_digest, write_source)
+from compress.progress import Progress
+from compress.report import build_report, write_reports
+from compress.stagebase import STAGES
+from profiles import OFF_TARGET, PASS, UNMEASURED, ProfileError, check, load_profile
+
+
+@dataclass(frozen=True)
+class Result:
+    run_dir: Path
+    artifacts: list[Artifact]
+    benchmarks: list[dict]
+    verdicts: list
+    passed: bool
+    report: dict = field(repr=False)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.passed else 1
+
+
+def resolve_targets(pipeline: Pipeline) -> tuple[list, set]:
+    """[(profile name, Profile)] and the names of the gated targets."""
+    targets, gated = [], set()
+    for index, target in enumerate(pipeline.targets):
+        try:
+            profile = load_profile(target.profile, base_dir=str(pipeline.base_dir))
+        except ProfileError as exc:
+            raise ConfigError(str(exc), field=f"targets.{index}") from None
+        if profile.name in dict(targets):
+            raise ConfigError(f"profile '{profile.name}' is listed twice", field=f"targets.{index}")
+        targets.append((profile.name, profile))
+        if target.gate:
+            gated.add(profile.name)
+    return targets, gated
+
+
+def _preflight(ctx: RunContext) -> None:
+    pipeline = ctx.pipeline
+    for role in ("calibration", "evaluation"):
+        ctx.dataset(role)
+    for index, stage in enumerate(pipeline.stages, start=1):
+        for role in stage.required_data():
+            ctx.require_dataset(role, f"stage {index} ({stage.type}, {getattr(stage, 'scheme', '')})")
+    evaluation = ctx.dataset("evaluation")
+    if evaluation is not None and ctx.metric().type == "accuracy" and evaluation.labels is None:
+        raise DataError("data.metric is accuracy but data.evaluation has no labels; return "
+                        "labels with the inputs, or use `metric: {type: fidelity}`")
+    if pipeline.model.onnx:
+        check_onnx_file(pipeline.resolve(pipeline.model.onnx), pipeline)
+        return
+    ctx.source_model = build_torch_model(pipeline)
+    sample = (ctx.dataset("calibration") or evaluation)
+    if sample is not None:
+        check_torch_inputs(ctx.source_model, pipeline, sample.inputs)
+
+
+def _versions_key() -> dict:
+    return {k: v for k, v in package_versions().items() if v is not None}
+
+
+def _run_stage(ctx: RunContext, slug: str, key: str, make, force: bool) -> list[Artifact]:
+    stage_dir = StageDir(ctx.run_dir, slug)
+    if not force:
+        cached = stage_dir.cached(key)
+        if cached is not None:
+            ctx.progress.note(f"{slug}: reused (inputs and settings unchanged)")
+            return cached
+    ctx.out_dir = stage_dir.begin()
+    try:
+        outputs, stage, parent, config = make()
+        return stage_dir.commit(key, outputs, stage, parent, config)
+    finally:
+        stage_dir.abort()  # no-op after a commit; removes a failed stage's files
+        ctx.out_dir = None
+
+
+def _data_digests(ctx: RunContext) -> dict:
+    return {role: (ctx.dataset(role).digest if ctx.dataset(role) else None)
+            for role in ("calibration", "evaluation")}
+
+
+def _run_stages(ctx: RunContext, force: bool) -> tuple[list[Artifact], list[str], object]:
+    pipeline = ctx.pipeline
+    source_key = cache_key("source", source_digest(pipeline), _versions_key())
+    source = _run_stage(ctx, "00-source", source_key, lambda: (
+        [write_source(pipeline, ctx.source_model, ctx.out_dir)], "source", None, {}), force)[0]
+    ctx.source_artifact = source
+    by_name, artifacts, consumed = {"source": source}, [source], set()
+    previous, benchmark_stage = source, None
+    for index, (stage, name) in enumerate(zip(pipeline.stages, pipeline.stage_names()), 1):
+        spec = STAGES[stage.type]
+        if not spec.produces_artifacts:
+            benchmark_stage = (index, stage)
+            break
+        parent = by_name[stage.input] if stage.input else previous
+        consumed.add(parent.id)
+        settings = stage.model_dump(mode="json", exclude={"name"})
+        key = cache_key(stage.type, settings, parent.sha256, _data_digests(ctx), _versions_key())
+
+        def make(stage=stage, spec=spec, parent=parent, settings=settings):
+            return spec.run(parent, stage, ctx), stage.type, parent.id, settings
+        try:
+            produced = _run_stage(ctx, f"{index:02d}-{stage.type}", key, make, force)
+        except CompressError as exc:
+            raise StageError(index, stage.type, str(exc)) from exc
+        by_name[name] = previous = produced[0]
+        artifacts.extend(produced)
+    return artifacts, sorted(consumed), benchmark_stage
+
+
+def _candidates(artifacts: list[Artifact], consumed: list[str]) -> list[tuple[Artifact, bool]]:
+    """The FP32 ONNX baseline plus every final (unconsumed) deployable artifact."""
+    deployable = [a for a in artifacts if a.format == "onnx"]
+    finals = [a for a in deployable if a.id not in consumed]
+    baseline = next((a for a in deployable if a.precision == "fp32"), None)
+    candidates = [(baseline, True)] if baseline is not None and baseline not in finals else []
+    return candidates + [(a, False) for a in finals]
+
+
+def _verdicts(benchmarks: list[dict], ctx: RunContext) -> list:
+    profiles = dict(ctx.targets)
+    verdicts = []
+    for bench in benchmarks:
+        verdicts.extend(check(bench, profiles[bench["target"]], bench["artifact"], bench["target"]))
+    return verdicts
+
+
+def gated_verdicts(verdicts, benchmarks: list[dict], gated: set) -> list:
+    """Verdicts that decide the exit code: candidates (not the baseline) on gated targets."""
+    baselines = {b["artifact"] for b in benchmarks if b["baseline"]}
+    return [v for v in verdicts if v.target in gated and v.artifact not in baselines]
+
+
+def _passed(verdicts, strict: bool) -> bool:
+    ok = (PASS,) if strict else (PASS, UNMEASURED, OFF_TARGET)
+    return all(v.status in ok for v in verdicts)
+
+
+def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = False,
+                 quiet: bool = False, config_text: str | None = None) -> Result:
+    targets, gated = resolve_targets(pipeline)
+    run_dir = pipeline.run_dir
+    with Progress(quiet=quiet) as progress:
+        ctx = RunContext(pipeline, progress, run_dir, targets=targets)
+        _preflight(ctx)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        for stale in run_dir.glob(".*.partial"):  # left by a killed run: never trusted
+            shutil.rmtree(stale, ignore_errors=True)
+        artifacts, consumed, bench_stage = _run_stages(ctx, force)
+        benchmarks = []
+        if bench_stage is not None and targets:
+            index, stage = bench_stage
+            bench_dir = StageDir(run_dir, f"{index:02d}-benchmark")
+            ctx.out_dir = bench_dir.begin()
+            try:
+                benchmarks = STAGES["benchmark"].run(_candidates(artifacts, consumed), stage, ctx)
+            except CompressError as exc:
+                raise StageError(index, "benchmark", str(exc)) from exc
+            finally:
+                bench_dir.abort()
+        verdicts = _verdicts(benchmarks, ctx)
+        passed = _passed(gated_verdicts(verdicts, benchmarks, gated), strict)
+        config_text = config_text or pipeline.model_dump_json()
+        manifest = build_manifest(pipeline, hashlib.sha256(config_text.encode()).hexdigest(),
+                                  artifacts[0].sha256, targets)
+        report = build_report(pipeline, manifest, artifacts, benchmarks, verdicts,
+                              gated=gated, passed=passed, strict=strict)
+        write_reports(run_dir, report)
+    return Result(run_dir, artifacts, benchmarks, verdicts, passed, report)

@@ -1,0 +1,52 @@
+"""What every stage config shares, and the registry that maps a `type` tag to a stage.
+
+A stage is a frozen pydantic config with a `type` tag plus one function
+`run(input_artifact, config, ctx) -> list of artifacts`. The YAML is the Python API
+serialised: `Quantize(scheme="int8-static")` and `{type: quantize, scheme: int8-static}`
+are the same object.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Strict(BaseModel):
+    # A typo in YAML must be an error, never a silently ignored key.
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class StageConfig(Strict):
+    name: Optional[str] = Field(
+        None, pattern=r"^[A-Za-z0-9_.-]+$",
+        description="a name later stages can use as `input` (default: NN-type)")
+    input: Optional[str] = Field(
+        None, description="name of an earlier stage whose artifact this stage takes, or "
+        "'source' for the model as given (default: the previous stage's artifact)")
+
+    def required_data(self) -> tuple[str, ...]:
+        """Data sections this stage cannot run without (checked before anything runs)."""
+        return ()
+
+
+@dataclass(frozen=True)
+class StageSpec:
+    tag: str
+    config_cls: type
+    run: Callable
+    produces_artifacts: bool = True
+
+
+STAGES: dict[str, StageSpec] = {}
+
+
+def register(config_cls: type, produces_artifacts: bool = True):
+    """Decorator: `@register(QuantizeConfig)` over the stage's run function."""
+    tag = config_cls.model_fields["type"].default
+
+    def decorate(fn: Callable) -> Callable:
+        STAGES[tag] = StageSpec(tag, config_cls, fn, produces_artifacts)
+        return fn
+    return decorate

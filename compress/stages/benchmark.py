@@ -1,0 +1,137 @@
+"""`benchmark`: every final artifact and the FP32 baseline, on every target.
+
+Each measurement is `python -m runtimes bench` in a fresh subprocess: it imports only
+numpy and the runtime, so torch in this process never pollutes memory or timing, and
+it is the same code that runs on a device.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
+
+from compress.errors import ModelError
+from compress.stagebase import StageConfig, register
+
+PROJECT_ROOT = Path(__file__).resolve().parents[2]
+
+
+class Benchmark(StageConfig):
+    type: Literal["benchmark"] = "benchmark"
+    warmup: NonNegativeInt = 10
+    runs: PositiveInt = Field(100, description="timed runs (at least)")
+    min_seconds: NonNegativeFloat = Field(0.0, description="keep timing at least this long")
+    eval_batch: PositiveInt = Field(32, description="batch for the metric when batch is dynamic")
+    timeout_s: PositiveFloat = Field(900, description="give up on one measurement after this")
+
+
+def write_inputs(ctx, folder: Path) -> tuple[Path | None, Path | None, dict | None]:
+    """batch.npz (what is timed), eval.npz (inputs + labels/reference), metric baseline."""
+    data = ctx.dataset("evaluation") or ctx.dataset("calibration")
+    if data is None:
+        return None, None, None
+    spec = ctx.pipeline.model.inputs[0]
+    batch = 1 if ctx.pipeline.model.dynamic_batch else spec.shape[0]
+    np.savez(folder / "batch.npz", **{k: np.resize(v, (batch, *v.shape[1:]))
+                                      for k, v in data.inputs.items()})
+    evaluation = ctx.dataset("evaluation")
+    if evaluation is None:
+        return folder / "batch.npz", None, None
+    from runtimes.feeds import LABELS_KEY, REFERENCE_KEY
+    from runtimes.metrics import accuracy
+
+    metric = ctx.metric()
+    bundle = dict(evaluation.inputs)
+    reference = ctx.reference_outputs()
+    if metric.type == "accuracy":
+        bundle[LABELS_KEY] = evaluation.labels
+        baseline = accuracy(reference, evaluation.labels)
+    else:
+        bundle[REFERENCE_KEY] = reference
+        baseline = 1.0  # the original model agrees with itself
+    np.savez(folder / "eval.npz", **bundle)
+    return folder / "batch.npz", folder / "eval.npz", {"name": metric.type, "baseline": baseline}
+
+
+def _command(path: Path, inputs, evaluation, threads: int, config: Benchmark, metric) -> list:
+    cmd = [sys.executable, "-m", "runtimes", "bench", str(path), "--json", "--progress",
+           "--threads", str(threads), "--warmup", str(config.warmup),
+           "--runs", str(config.runs), "--seconds", str(config.min_seconds),
+           "--eval-batch", str(config.eval_batch)]
+    if inputs:
+        cmd += ["--inputs", str(inputs)]
+    if evaluation:
+        cmd += ["--eval", str(evaluation), "--metric", metric["name"]]
+        if metric.get("primary"):
+            cmd += ["--primary", metric["primary"]]
+    return cmd
+
+
+def measure_in_subprocess(cmd: list, timeout: float, advance) -> dict:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True, env=env)
+        stderr_lines = []
+        try:
+            for line in proc.stderr:
+                if line.startswith("@progress"):
+                    advance(completed=int(line.split()[1]))
+                else:
+                    stderr_lines.append(line)
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            raise ModelError(f"the benchmark did not finish within {timeout:.0f} s; raise "
+                             "benchmark.timeout_s or lower runs/min_seconds") from None
+        out.seek(0)
+        stdout = out.read()
+    stderr = "".join(stderr_lines).strip()
+    if proc.returncode == 2:
+        raise ModelError(stderr.removeprefix("error: "))
+    if proc.returncode != 0:
+        raise RuntimeError(f"benchmark subprocess failed ({proc.returncode}): {stderr[-3000:]}")
+    return json.loads(stdout)
+
+
+def _record(result: dict, artifact, target: str, metric_info, is_baseline: bool) -> dict:
+    metric = None
+    if result.get("metric") and metric_info:
+        value = result["metric"]["value"]
+        metric = {**result["metric"], "baseline": metric_info["baseline"],
+                  "drop": metric_info["baseline"] - value}
+    return {
+        "artifact": artifact.id, "target": target, "baseline": is_baseline,
+        "runtime": result["runtime"], "measured_on": result["measured_on"],
+        "latency_ms": result["latency_ms"], "throughput_per_s": result["throughput_per_s"],
+        "runs": result["runs"], "batch_size": result["batch_size"],
+        "peak_memory_mb": result["peak_rss_mb"], "idle_memory_mb": result["idle_rss_mb"],
+        "model_memory_mb": result["model_rss_mb"], "size_bytes": result["size_bytes"],
+        "energy_mj": result["energy_mj"], "energy_note": result["energy_note"],
+        "metric": metric, "torch_loaded": result["torch_loaded"],
+    }
+
+
+@register(Benchmark, produces_artifacts=False)
+def run(candidates, config: Benchmark, ctx) -> list[dict]:
+    """`candidates`: [(artifact, is_baseline)], measured on every target of the pipeline."""
+    inputs, evaluation, metric_info = write_inputs(ctx, ctx.out_dir)
+    if metric_info is not None:
+        metric_info["primary"] = ctx.metric().primary if metric_info["name"] == "fidelity" else None
+    results = []
+    for artifact, is_baseline in candidates:
+        for target_name, profile in ctx.targets:
+            threads = profile.runtime.threads or os.cpu_count() or 1
+            cmd = _command(ctx.path(artifact), inputs, evaluation, threads, config, metric_info)
+            label = f"benchmark {artifact.id} on {target_name} ({threads} threads)"
+            with ctx.progress.task(label, config.runs) as advance:
+                result = measure_in_subprocess(cmd, config.timeout_s, advance)
+            results.append(_record(result, artifact, target_name, metric_info, is_baseline))
+    return results

@@ -1,0 +1,77 @@
+"""`export.onnx`: torch model -> one ONNX file, verified against torch."""
+from __future__ import annotations
+
+from typing import Literal
+
+import numpy as np
+from pydantic import Field, PositiveFloat, PositiveInt
+
+from compress.artifacts import Output
+from compress.errors import ModelError
+from compress.lazy import require
+from compress.stagebase import StageConfig, register
+
+
+class ExportOnnx(StageConfig):
+    type: Literal["export.onnx"] = "export.onnx"
+    opset: int = Field(18, ge=13, le=23, description="ONNX opset to ask the exporter for")
+    exporter: Literal["dynamo", "legacy"] = Field(
+        "dynamo", description="torch.onnx's default (dynamo) or the TorchScript-based one")
+    parity_samples: PositiveInt = Field(32, description="samples compared with torch")
+    atol: PositiveFloat = Field(1e-4, description="allowed error: atol + rtol * max|torch output|")
+    rtol: PositiveFloat = 1e-3
+
+
+def _parity_inputs(ctx, count: int) -> tuple[dict, str]:
+    for role in ("calibration", "evaluation"):
+        data = ctx.dataset(role)
+        if data is not None:
+            return data.head(count), f"data.{role}"
+    rng = np.random.default_rng(ctx.pipeline.seed)
+    return ({d.name: rng.standard_normal((count, *d.shape[1:])).astype(d.dtype)
+             for d in ctx.pipeline.model.inputs}, "random inputs (no data given)")
+
+
+def _torch_outputs(model, names, inputs, torch) -> list[np.ndarray]:
+    with torch.no_grad():
+        out = model(*[torch.from_numpy(inputs[n]) for n in names])
+    out = out if isinstance(out, (tuple, list)) else (out,)
+    return [o.detach().numpy() for o in out]
+
+
+@register(ExportOnnx)
+def run(artifact, config: ExportOnnx, ctx) -> list[Output]:
+    torch = require("torch", "export.onnx")
+    require("onnxscript", "export.onnx with the dynamo exporter")
+    from export.onnx import ExportFailed, export_onnx, parity
+
+    model = ctx.torch_model(artifact)
+    spec = ctx.pipeline.model
+    names = [d.name for d in spec.inputs]
+    inputs, parity_source = _parity_inputs(ctx, config.parity_samples)
+    # A dynamic batch must be traced with a batch other than 1: exporters specialise 1.
+    example_batch = 2 if spec.dynamic_batch else spec.inputs[0].shape[0]
+    example = [torch.from_numpy(np.resize(inputs[n], (example_batch, *inputs[n].shape[1:])))
+               for n in names]
+    path = ctx.out_dir / "model.onnx"
+    ctx.progress.note(f"exporting to ONNX (opset {config.opset}, {config.exporter} exporter)")
+    try:
+        info = export_onnx(model, example, names, path, opset=config.opset,
+                           dynamic_batch=spec.dynamic_batch, exporter=config.exporter)
+    except ExportFailed as exc:
+        raise ModelError(f"{exc}. Try `exporter: legacy` or another opset") from None
+    if not spec.dynamic_batch:  # a fixed-batch model takes exactly its declared batch
+        batch = spec.inputs[0].shape[0]
+        usable = len(next(iter(inputs.values()))) // batch * batch or batch
+        inputs = {n: np.resize(a, (usable, *a.shape[1:])) for n, a in inputs.items()}
+    check = parity(path, inputs, _torch_outputs(model, names, inputs, torch))
+    worst = check["worst"]
+    limit = config.atol + config.rtol * worst["max_abs_reference"]
+    if not worst["max_abs_error"] <= limit:
+        raise ModelError(
+            f"ONNX output '{worst['output']}' differs from torch by {worst['max_abs_error']:.3g} "
+            f"(allowed {limit:.3g}) on {check['samples']} samples from {parity_source}; shapes "
+            f"{worst['shape']} vs {worst['expected_shape']}. Try `exporter: legacy`, another "
+            "opset, or raise atol/rtol if the model is numerically sensitive")
+    return [Output(path, "onnx", "fp32", {**info, "parity": check,
+                                          "parity_inputs": parity_source})]

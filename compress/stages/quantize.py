@@ -1,0 +1,166 @@
+"""`quantize` for ONNX models with onnxruntime: int8-static (QDQ) and int8-dynamic."""
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, PositiveInt
+
+from compress.artifacts import Output
+from compress.errors import ModelError
+from compress.lazy import require
+from compress.stagebase import StageConfig, register
+
+# Measured on this project's reference machine (x86-64, 2 threads, onnxruntime 1.31):
+# dynamic INT8 turns every Conv into ConvInteger, which has no fast kernel.
+CONV_DYNAMIC_WARNING = (
+    "int8-dynamic turns every Conv into ConvInteger, which onnxruntime runs far slower than "
+    "float (measured {slowdown} slower than FP32 on EfficientNet-Lite0 and on the quickstart "
+    "CNN). Use `scheme: int8-static` with calibration data for convolutional models, or set "
+    "`force: true` to quantize dynamically anyway")
+CONV_SLOWDOWN = "several times"
+
+
+class Quantize(StageConfig):
+    type: Literal["quantize"] = "quantize"
+    scheme: Literal["int8-static", "int8-dynamic"] = Field(
+        description="int8-static: QDQ with calibrated activations (CNNs); int8-dynamic: "
+        "weights int8, activations quantized at run time (MatMul-heavy models)")
+    calibration: Literal["minmax", "entropy", "percentile"] = "minmax"
+    percentile: float = Field(99.999, gt=90, lt=100, description="for calibration: percentile")
+    entropy_bins: PositiveInt = Field(2048, description="histogram bins for entropy calibration")
+    samples: PositiveInt = Field(256, description="calibration samples to use (at most)")
+    per_channel: bool = True
+    activations: Literal["uint8", "int8"] = Field(
+        "uint8", description="uint8 activations + int8 weights (U8S8) get onnxruntime's fast "
+        "x86 kernels; int8 (S8S8) leaves many convs in float on x86")
+    reduce_range: bool = Field(False, description="7-bit weights, for x86 CPUs without VNNI")
+    preprocess: bool = Field(True, description="onnxruntime's quant_pre_process first")
+    exclude_nodes: tuple[str, ...] = Field((), description="node names to keep in float")
+    force: bool = Field(False, description="allow int8-dynamic on a convolutional model")
+
+    def required_data(self) -> tuple[str, ...]:
+        return ("calibration",) if self.scheme == "int8-static" else ()
+
+
+def op_histogram(path: Path) -> Counter:
+    onnx = require("onnx", "quantize")
+    return Counter(node.op_type for node in onnx.load(str(path), load_external_data=False).graph.node)
+
+
+def _preprocess(source: Path, out_dir: Path, ctx) -> Path:
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    target = out_dir / "preprocessed.onnx"
+    try:
+        quant_pre_process(str(source), str(target))
+    except Exception as exc:  # symbolic shape inference fails on some graphs
+        ctx.progress.note(f"quant_pre_process failed ({type(exc).__name__}); quantizing the "
+                          "model as exported")
+        return source
+    return target
+
+
+class _Reader:
+    """Feeds calibration samples one model batch at a time and advances the progress bar."""
+
+    def __init__(self, inputs: dict, batch: int, advance):
+        self._inputs, self._batch, self._advance = inputs, batch, advance
+        self._total = len(next(iter(inputs.values())))
+        self._start = 0
+
+    def get_next(self):
+        if self._start + self._batch > self._total:
+            return None
+        feed = {k: v[self._start:self._start + self._batch] for k, v in self._inputs.items()}
+        self._start += self._batch
+        self._advance(self._batch)
+        return feed
+
+    def rewind(self):
+        self._start = 0
+
+
+def _static(source: Path, target: Path, config: Quantize, ctx) -> dict:
+    from onnxruntime.quantization import (CalibrationMethod, QuantFormat, QuantType,
+                                          quantize_static)
+    data = ctx.require_dataset("calibration", "int8-static quantization")
+    spec = ctx.pipeline.model.inputs[0]
+    batch = 2 if ctx.pipeline.model.dynamic_batch else spec.shape[0]
+    usable = min(config.samples, len(data)) // batch * batch
+    if usable == 0:
+        raise ModelError(f"int8-static needs at least {batch} calibration samples; got {len(data)}")
+    inputs = data.head(usable)
+    method = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
+              "percentile": CalibrationMethod.Percentile}[config.calibration]
+    extra = {"CalibPercentile": config.percentile} if config.calibration == "percentile" else {}
+    act = QuantType.QUInt8 if config.activations == "uint8" else QuantType.QInt8
+    with ctx.progress.task(f"calibrating ({config.calibration}, {usable} samples)", usable) as advance:
+        reader = _Reader(inputs, batch, advance)
+        cache = None
+        if config.calibration == "entropy":
+            cache = _entropy_ranges(source, reader, config, target.parent)
+        quantize_static(str(source), str(target), reader, quant_format=QuantFormat.QDQ,
+                        per_channel=config.per_channel, reduce_range=config.reduce_range,
+                        activation_type=act, weight_type=QuantType.QInt8,
+                        nodes_to_exclude=list(config.exclude_nodes) or None,
+                        calibrate_method=method, extra_options=extra,
+                        calibration_cache_path=cache)
+    if cache is not None:
+        cache.unlink(missing_ok=True)
+    return {"calibration": config.calibration, "calibration_samples": usable}
+
+
+def _entropy_ranges(source: Path, reader: _Reader, config: Quantize, out_dir: Path) -> Path:
+    """quantize_static does not pass `num_bins` on to the entropy calibrator (it silently
+    uses 128 bins, which makes entropy equal MinMax); run the calibrator ourselves and hand
+    the ranges over through the calibration cache file."""
+    from onnxruntime.quantization.calibrate import (CalibrationMethod, create_calibrator,
+                                                    save_tensors_data)
+    calibrator = create_calibrator(
+        str(source), augmented_model_path=str(out_dir / "augmented.onnx"),
+        calibrate_method=CalibrationMethod.Entropy,
+        extra_options={"num_bins": config.entropy_bins, "num_quantized_bins": 128})
+    calibrator.collect_data(reader)
+    ranges = calibrator.compute_data()
+    (out_dir / "augmented.onnx").unlink(missing_ok=True)
+    cache = out_dir / "entropy_ranges.json"
+    save_tensors_data(ranges, cache)
+    reader.rewind()
+    return cache
+
+
+def _dynamic(source: Path, target: Path, config: Quantize, ops: Counter) -> dict:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    convs, matmuls = ops["Conv"], ops["MatMul"] + ops["Gemm"]
+    if convs and convs >= matmuls and not config.force:
+        raise ModelError(f"this model has {convs} Conv and {matmuls} MatMul/Gemm nodes. "
+                         + CONV_DYNAMIC_WARNING.format(slowdown=CONV_SLOWDOWN))
+    quantize_dynamic(str(source), str(target), per_channel=config.per_channel,
+                     reduce_range=config.reduce_range, weight_type=QuantType.QInt8,
+                     nodes_to_exclude=list(config.exclude_nodes) or None)
+    return {}
+
+
+@register(Quantize)
+def run(artifact, config: Quantize, ctx) -> list[Output]:
+    if artifact.format != "onnx":
+        raise ModelError(f"quantize takes an ONNX model but got {artifact.format} artifact "
+                         f"{artifact.id}; put an `export.onnx` stage before it")
+    require("onnxruntime.quantization", "quantize")
+    source = ctx.path(artifact)
+    ops_before = op_histogram(source)
+    prepared = _preprocess(source, ctx.out_dir, ctx) if config.preprocess else source
+    target = ctx.out_dir / "model.onnx"
+    if config.scheme == "int8-static":
+        meta = _static(prepared, target, config, ctx)
+    else:
+        meta = _dynamic(prepared, target, config, ops_before)
+    if prepared != source:
+        prepared.unlink()
+    ops_after = op_histogram(target)
+    meta.update(scheme=config.scheme, per_channel=config.per_channel,
+                activations=config.activations, ops=dict(ops_after),
+                excluded_nodes=list(config.exclude_nodes))
+    return [Output(target, "onnx", "int8", meta)]

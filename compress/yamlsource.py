@@ -1,0 +1,53 @@
+"""Read YAML while remembering where each key and list item was written.
+
+pydantic reports a field path (`stages.1.calibration`); a person wants the line. We keep
+a map from path to line so a ConfigError can name both.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import yaml
+
+from compress.errors import ConfigError
+
+
+def _walk(node, path: tuple, lines: dict) -> None:
+    lines[path] = node.start_mark.line + 1
+    if isinstance(node, yaml.MappingNode):
+        for key_node, value_node in node.value:
+            key_path = path + (key_node.value,)
+            _walk(value_node, key_path, lines)
+            lines[key_path] = key_node.start_mark.line + 1
+    elif isinstance(node, yaml.SequenceNode):
+        for index, item in enumerate(node.value):
+            _walk(item, path + (index,), lines)
+
+
+def load_yaml_with_lines(path: str | Path) -> tuple[object, dict]:
+    """Return (data, {path tuple: line number})."""
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError("file not found. Give the path of a pipeline YAML "
+                          "(see examples/quickstart/pipeline.yaml)", file=str(path))
+    text = path.read_text()
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        problem = getattr(exc, "problem", None) or str(exc)
+        raise ConfigError(f"not valid YAML: {problem}", file=str(path),
+                          line=mark.line + 1 if mark else None) from None
+    lines: dict = {}
+    if node is not None:
+        _walk(node, (), lines)
+    return data, lines
+
+
+def line_for(loc: tuple, lines: dict) -> int | None:
+    """The line of the deepest part of `loc` that exists in the file."""
+    for end in range(len(loc), -1, -1):
+        if loc[:end] in lines:
+            return lines[loc[:end]]
+    return None

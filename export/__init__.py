@@ -1,0 +1,1 @@
+"""Exporters from torch to deployable formats. Imports `runtimes` at most."""

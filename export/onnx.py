@@ -1,0 +1,87 @@
+"""torch -> ONNX, written as one self-contained file, then checked against torch."""
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import warnings
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+
+
+class ExportFailed(Exception):
+    """The exporter could not convert the model; the message names what failed."""
+
+
+def _quiet():
+    """The exporters print pages of diagnostics on success; keep stdout readable."""
+    stack = contextlib.ExitStack()
+    stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
+    stack.enter_context(warnings.catch_warnings())
+    warnings.simplefilter("ignore")
+    exporter_log = logging.getLogger("torch.onnx")
+    level = exporter_log.level
+    exporter_log.setLevel(logging.ERROR)  # e.g. "torchvision is not installed" on every export
+    stack.callback(exporter_log.setLevel, level)
+    return stack
+
+
+def export_onnx(model, example_inputs: Sequence, input_names: Sequence[str], path: Path, *,
+                opset: int, dynamic_batch: bool, exporter: str) -> dict:
+    """Export `model` to `path` (single file, weights inline). Returns what was written."""
+    import onnx
+    import torch
+
+    with torch.no_grad():
+        sample = model(*example_inputs)
+    n_out = len(sample) if isinstance(sample, (tuple, list)) else 1
+    output_names = ["output"] if n_out == 1 else [f"output_{i}" for i in range(n_out)]
+    dynamic_axes = None
+    if dynamic_batch:
+        dynamic_axes = {name: {0: "batch"} for name in [*input_names, *output_names]}
+    kwargs = dict(input_names=list(input_names), output_names=output_names,
+                  opset_version=opset, dynamic_axes=dynamic_axes)
+    if exporter == "dynamo":
+        kwargs.update(dynamo=True, external_data=False, optimize=True)
+    else:
+        kwargs.update(dynamo=False)
+    try:
+        with _quiet():
+            torch.onnx.export(model, tuple(example_inputs), str(path), **kwargs)
+    except Exception as exc:
+        message = " ".join(str(exc).split())[:800]
+        raise ExportFailed(f"torch.onnx.export ({exporter} exporter) failed: "
+                           f"{type(exc).__name__}: {message}") from exc
+    if os.path.exists(str(path) + ".data"):  # never leave weights outside the file
+        proto = onnx.load(str(path))
+        onnx.save_model(proto, str(path), save_as_external_data=False)
+        os.remove(str(path) + ".data")
+    proto = onnx.load(str(path), load_external_data=False)
+    written = next((o.version for o in proto.opset_import if o.domain in ("", "ai.onnx")), None)
+    return {"opset": written, "exporter": exporter, "outputs": output_names}
+
+
+def parity(onnx_path: Path, inputs: dict, reference: Sequence[np.ndarray]) -> dict:
+    """Run the ONNX file with onnxruntime and compare every output with `reference`."""
+    from runtimes.feeds import iter_batches
+    from runtimes.loader import load
+
+    with load(str(onnx_path)) as session:
+        fixed = session.inputs[0].shape[0]
+        step = fixed if isinstance(fixed, int) else len(next(iter(inputs.values())))
+        outputs = [session.run(chunk) for chunk, _ in iter_batches(inputs, step)]
+        names = list(session.outputs)
+    total = len(next(iter(inputs.values())))
+    report = []
+    for index, name in enumerate(names):
+        got = np.concatenate([o[index] for o in outputs])[:total]
+        want = np.asarray(reference[index])
+        err = float(np.abs(got.astype(np.float64) - want).max()) if got.shape == want.shape else float("inf")
+        report.append({"output": name, "max_abs_error": err,
+                       "max_abs_reference": float(np.abs(want).max()),
+                       "shape": list(got.shape), "expected_shape": list(want.shape)})
+    worst = max(report, key=lambda r: r["max_abs_error"])
+    return {"outputs": report, "worst": worst, "samples": total}

@@ -1,0 +1,53 @@
+"""Find and load profiles by name (the YAML files beside this module) or by path."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import yaml
+from pydantic import ValidationError
+
+from profiles.schema import Profile
+
+BUILTIN_DIR = Path(__file__).parent
+
+
+class ProfileError(Exception):
+    """A profile that cannot be found or is not valid; the message says how to fix it."""
+
+
+def list_profiles() -> list[Profile]:
+    return [load_profile(str(p)) for p in sorted(BUILTIN_DIR.glob("*.yaml"))]
+
+
+def _resolve(name_or_path: str, base_dir: str | None) -> Path:
+    looks_like_path = name_or_path.endswith((".yaml", ".yml")) or os.sep in name_or_path
+    if looks_like_path:
+        path = Path(name_or_path)
+        if not path.is_absolute() and base_dir:
+            path = Path(base_dir) / path
+        if not path.is_file():
+            raise ProfileError(f"profile file not found: {path}")
+        return path
+    path = BUILTIN_DIR / f"{name_or_path}.yaml"
+    if not path.is_file():
+        known = ", ".join(p.stem for p in sorted(BUILTIN_DIR.glob("*.yaml")))
+        raise ProfileError(f"unknown profile '{name_or_path}'. Known profiles: {known}; "
+                           "or give the path of your own profile YAML")
+    return path
+
+
+def load_profile(name_or_path: str, base_dir: str | None = None) -> Profile:
+    path = _resolve(name_or_path, base_dir)
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        raise ProfileError(f"{path}: not valid YAML: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ProfileError(f"{path}: a profile must be a mapping with name, device, budget")
+    try:
+        return Profile.model_validate(raw)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        field = ".".join(str(p) for p in first["loc"])
+        raise ProfileError(f"{path}: {field}: {first['msg']}") from None

@@ -1,0 +1,51 @@
+"""The schema of a device budget profile (profiles/*.yaml or a user's own file)."""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class Device(_Strict):
+    arch: str = Field(description="machine architecture as `uname -m` prints it "
+                      "(x86_64, aarch64), or 'any' for whatever machine runs the benchmark")
+    cpu: Optional[str] = Field(None, description="CPU, for people reading the report")
+    cores: Optional[PositiveInt] = None
+    memory_mb: Optional[PositiveInt] = None
+    accelerator: Optional[str] = None
+    match: tuple[str, ...] = Field(
+        (), description="substrings of the board model (/proc/device-tree/model) or CPU "
+        "name that identify this device; measurements elsewhere are off-target")
+
+
+class Runtime(_Strict):
+    engine: Literal["onnxruntime"] = "onnxruntime"
+    threads: Optional[PositiveInt] = Field(
+        None, description="intra-op threads; empty = one per core of the measuring machine")
+
+
+class Export(_Strict):
+    preset: Optional[str] = Field(None, description="export preset this device prefers")
+
+
+class Budget(_Strict):
+    latency_p90_ms: Optional[PositiveFloat] = None
+    peak_memory_mb: Optional[PositiveFloat] = Field(
+        None, description="peak resident memory of the whole benchmark process")
+    model_size_mb: Optional[PositiveFloat] = None
+    energy_mj: Optional[PositiveFloat] = Field(None, description="energy per inference")
+    accuracy_drop: Optional[float] = Field(
+        None, ge=0, description="largest allowed drop of the metric below the original model")
+
+
+class Profile(_Strict):
+    name: str
+    description: str = ""
+    device: Device
+    runtime: Runtime = Runtime()
+    export: Export = Export()
+    budget: Budget = Budget()

@@ -1,0 +1,11 @@
+"""Torch-free runtime layer: load a model, run it, measure it.
+
+Imports only numpy and the runtime libraries, so it installs and runs on a Raspberry Pi
+or a Jetson (`pip install "edge-compress[device]"`) without PyTorch.
+"""
+from runtimes.errors import RuntimeInputError
+from runtimes.loader import load
+from runtimes.measure import measure
+from runtimes.session import FunctionSession, Session, TensorSpec
+
+__all__ = ["load", "measure", "Session", "FunctionSession", "TensorSpec", "RuntimeInputError"]

@@ -1,0 +1,11 @@
+"""Errors of the torch-free runtime layer.
+
+`runtimes` must not import `compress` (it runs alone on a device), so it has its own
+small error type. The pipeline turns it into a ModelError or DataError.
+"""
+
+
+class RuntimeInputError(Exception):
+    """A model or input file the runtime cannot use; the message says how to fix it."""
+
+    exit_code = 2

@@ -1,0 +1,28 @@
+"""`load(path, ...)`: pick the adapter for a model file."""
+from __future__ import annotations
+
+import os
+
+from runtimes.errors import RuntimeInputError
+from runtimes.session import Session
+
+ENGINES_BY_SUFFIX = {".onnx": "onnxruntime"}
+
+
+def engine_for(path: str) -> str:
+    suffix = os.path.splitext(path)[1].lower()
+    try:
+        return ENGINES_BY_SUFFIX[suffix]
+    except KeyError:
+        known = ", ".join(sorted(ENGINES_BY_SUFFIX))
+        raise RuntimeInputError(
+            f"no runtime for '{path}': the file suffix must be one of {known}") from None
+
+
+def load(path: str, engine: str | None = None, threads: int | None = None,
+         providers: list[str] | None = None) -> Session:
+    engine = engine or engine_for(path)
+    if engine == "onnxruntime":
+        from runtimes.onnx_session import OnnxRuntimeSession
+        return OnnxRuntimeSession(path, threads=threads, providers=providers)
+    raise RuntimeInputError(f"unknown engine '{engine}'; known: onnxruntime")

@@ -1,0 +1,62 @@
+"""One `measure()` for every engine, so numbers are comparable across runtimes."""
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Callable
+
+import numpy as np
+
+from runtimes.memory import peak_rss_mb
+from runtimes.session import Session
+
+
+def _percentile(sorted_ms: list[float], q: float) -> float:
+    return float(np.percentile(np.asarray(sorted_ms), q))
+
+
+def summarize_latencies(latencies_ms: list[float]) -> dict:
+    ordered = sorted(latencies_ms)
+    return {
+        "p50": _percentile(ordered, 50), "p90": _percentile(ordered, 90),
+        "p99": _percentile(ordered, 99), "mean": statistics.fmean(ordered),
+        "std": statistics.pstdev(ordered) if len(ordered) > 1 else 0.0,
+        "min": ordered[0], "max": ordered[-1],
+    }
+
+
+def measure(session: Session, feeds: dict[str, np.ndarray], *, warmup: int = 10,
+            runs: int = 100, min_seconds: float = 0.0, meter=None,
+            on_progress: Callable[[int, int], None] | None = None) -> dict:
+    """Time `session.run(feeds)`.
+
+    Runs at least `runs` timed iterations and keeps going until `min_seconds` have
+    passed. Returns latency statistics in milliseconds, throughput in samples per
+    second (batch size taken from the first input) and the process's peak RSS. When a
+    `meter` is given, energy is sampled over the timed window only.
+    """
+    for _ in range(max(0, warmup)):
+        session.run(feeds)
+    batch = int(next(iter(feeds.values())).shape[0]) if feeds else 1
+    latencies: list[float] = []
+    if meter is not None:
+        meter.start()
+    window_start = time.perf_counter()
+    while len(latencies) < runs or time.perf_counter() - window_start < min_seconds:
+        t0 = time.perf_counter_ns()
+        session.run(feeds)
+        latencies.append((time.perf_counter_ns() - t0) / 1e6)
+        if on_progress:
+            on_progress(len(latencies), runs)
+    window_s = time.perf_counter() - window_start
+    energy = meter.stop() if meter is not None else None  # {"joules": ..., ...}
+    if energy is not None:
+        energy = {**energy, "mj_per_inference": energy["joules"] * 1000 / (len(latencies) * batch)}
+    stats = summarize_latencies(latencies)
+    return {
+        "runs": len(latencies), "warmup": warmup, "batch_size": batch,
+        "latency_ms": stats,
+        "throughput_per_s": batch * len(latencies) / window_s if window_s > 0 else None,
+        "peak_rss_mb": peak_rss_mb(),
+        "energy": energy,
+    }
