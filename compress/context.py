@@ -22,6 +22,7 @@ class RunContext:
     source_model: object = None               # the torch module as given, if any
     source_artifact: Optional[Artifact] = None
     targets: list = field(default_factory=list)  # [(target name, Profile)]
+    committed: list = field(default_factory=list)  # stage folders this run wrote
     _datasets: dict = field(default_factory=dict)
     _reference: object = None
 

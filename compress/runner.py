@@ -87,10 +87,21 @@ def _run_stage(ctx: RunContext, slug: str, key: str, make, force: bool) -> list[
     ctx.out_dir = stage_dir.begin()
     try:
         outputs, stage, parent, config = make()
-        return stage_dir.commit(key, outputs, stage, parent, config)
+        committed = stage_dir.commit(key, outputs, stage, parent, config)
+        ctx.committed.append(stage_dir.final)
+        return committed
     finally:
         stage_dir.abort()  # no-op after a commit; removes a failed stage's files
         ctx.out_dir = None
+
+
+def _roll_back(ctx: RunContext, created_run_dir: bool) -> None:
+    """A failed run leaves the run directory as it found it: the stages it finished are
+    removed too, so nothing from a run that ended in an error is reused later."""
+    for stage_dir in ctx.committed:
+        shutil.rmtree(stage_dir, ignore_errors=True)
+    if created_run_dir and ctx.run_dir.is_dir() and not any(ctx.run_dir.iterdir()):
+        ctx.run_dir.rmdir()
 
 
 def _data_digests(ctx: RunContext) -> dict:
@@ -136,6 +147,21 @@ def _candidates(artifacts: list[Artifact], consumed: list[str]) -> list[tuple[Ar
     return candidates + [(a, False) for a in finals]
 
 
+def _benchmark(ctx: RunContext, bench_stage, candidates) -> list[dict]:
+    if bench_stage is None or not ctx.targets:
+        return []
+    index, stage = bench_stage
+    bench_dir = StageDir(ctx.run_dir, f"{index:02d}-benchmark")
+    ctx.out_dir = bench_dir.begin()
+    try:
+        return STAGES["benchmark"].run(candidates, stage, ctx)
+    except CompressError as exc:
+        raise StageError(index, "benchmark", str(exc)) from exc
+    finally:
+        bench_dir.abort()
+        ctx.out_dir = None
+
+
 def _verdicts(benchmarks: list[dict], ctx: RunContext) -> list:
     profiles = dict(ctx.targets)
     verdicts = []
@@ -162,21 +188,16 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
     with Progress(quiet=quiet) as progress:
         ctx = RunContext(pipeline, progress, run_dir, targets=targets)
         _preflight(ctx)
+        created_run_dir = not run_dir.exists()
         run_dir.mkdir(parents=True, exist_ok=True)
         for stale in run_dir.glob(".*.partial"):  # left by a killed run: never trusted
             shutil.rmtree(stale, ignore_errors=True)
-        artifacts, consumed, bench_stage = _run_stages(ctx, force)
-        benchmarks = []
-        if bench_stage is not None and targets:
-            index, stage = bench_stage
-            bench_dir = StageDir(run_dir, f"{index:02d}-benchmark")
-            ctx.out_dir = bench_dir.begin()
-            try:
-                benchmarks = STAGES["benchmark"].run(_candidates(artifacts, consumed), stage, ctx)
-            except CompressError as exc:
-                raise StageError(index, "benchmark", str(exc)) from exc
-            finally:
-                bench_dir.abort()
+        try:
+            artifacts, consumed, bench_stage = _run_stages(ctx, force)
+            benchmarks = _benchmark(ctx, bench_stage, _candidates(artifacts, consumed))
+        except CompressError:
+            _roll_back(ctx, created_run_dir)
+            raise
         verdicts = _verdicts(benchmarks, ctx)
         passed = _passed(gated_verdicts(verdicts, benchmarks, gated), strict)
         config_text = config_text or pipeline.model_dump_json()

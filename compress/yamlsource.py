@@ -46,8 +46,12 @@ def load_yaml_with_lines(path: str | Path) -> tuple[object, dict]:
 
 
 def line_for(loc: tuple, lines: dict) -> int | None:
-    """The line of the deepest part of `loc` that exists in the file."""
-    for end in range(len(loc), -1, -1):
-        if loc[:end] in lines:
-            return lines[loc[:end]]
-    return None
+    """The line of the deepest part of `loc` that exists in the file.
+
+    pydantic puts names in `loc` that are not in the file (a union member such as
+    `quantize` in stages.1.quantize.scheme); those parts are skipped."""
+    path: tuple = ()
+    for part in loc:
+        if path + (part,) in lines:
+            path += (part,)
+    return lines.get(path)

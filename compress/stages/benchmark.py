@@ -128,7 +128,9 @@ def run(candidates, config: Benchmark, ctx) -> list[dict]:
     results = []
     for artifact, is_baseline in candidates:
         for target_name, profile in ctx.targets:
-            threads = profile.runtime.threads or os.cpu_count() or 1
+            # More threads than the measuring machine has cores only measures contention.
+            cores = os.cpu_count() or 1
+            threads = min(profile.runtime.threads or cores, cores)
             cmd = _command(ctx.path(artifact), inputs, evaluation, threads, config, metric_info)
             label = f"benchmark {artifact.id} on {target_name} ({threads} threads)"
             with ctx.progress.task(label, config.runs) as advance:

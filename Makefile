@@ -1,0 +1,32 @@
+# Two commands for a fresh machine with only Python 3.10+:
+#   make demo   set up .venv, train the quickstart CNN, run its pipeline
+#   make test   set up .venv, run the test suite
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: demo test setup clean efficientnet
+
+setup: $(STAMP)
+
+# constraints.txt pins the CPU build of torch: an unpinned torch pulls GBs of CUDA packages.
+$(STAMP): pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[dev,examples]"
+	touch $(STAMP)
+
+examples/quickstart/digits_cnn.pt: $(STAMP) examples/quickstart/train.py examples/quickstart/model.py
+	$(PY) examples/quickstart/train.py --out $@
+
+demo: $(STAMP) examples/quickstart/digits_cnn.pt
+	$(VENV)/bin/compress run examples/quickstart/pipeline.yaml
+
+efficientnet: $(STAMP)
+	$(VENV)/bin/compress run examples/efficientnet_lite0/pipeline.yaml
+
+test: $(STAMP)
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+clean:
+	rm -rf runs nc_workspace .pytest_cache

@@ -1,0 +1,315 @@
+"""A corpus of broken inputs: each one must end `compress run` with exit code 2, one
+message that names the problem, no traceback, and nothing in the run directory that a
+later run would trust (no `stage.json` anywhere under runs/).
+
+Every case builds its broken setup inside the `project` folder (the quickstart model,
+data and a trained checkpoint) and runs the CLI in a subprocess, as a user would.
+Cases that only a look at the YAML (and profiles) can catch are also checked with
+`compress validate`.
+"""
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import pytest
+import yaml
+
+from tests.conftest import pipeline_dict, run_cli, write_pipeline
+
+pytestmark = pytest.mark.slow  # ~30 CLI runs, most of them import torch
+
+# Loaders a user could plausibly get wrong, written next to the pipeline as baddata.py.
+BAD_DATA = textwrap.dedent("""\
+    import numpy as np
+
+    def wrong_shape():
+        return {"image": np.zeros((10, 1, 9, 9), dtype=np.float32)}
+
+    def boom():
+        raise ValueError("the dataset server said no")
+
+    def integers():
+        return {"image": np.zeros((10, 1, 8, 8), dtype=np.int64)}
+
+    def no_labels():
+        return {"image": np.zeros((10, 1, 8, 8), dtype=np.float32)}
+
+    def three_channels():
+        return {"image": np.zeros((10, 3, 8, 8), dtype=np.float32)}
+    """)
+
+
+@dataclass(frozen=True)
+class Case:
+    id: str
+    build: Callable[[Path], Path]        # project folder -> path of the pipeline file
+    expect: tuple[str, ...]              # substrings the error message must contain
+    validate: bool = False               # `compress validate` must reject it too
+    pattern: str | None = None           # a regex the message must match as well
+    marks: tuple = field(default_factory=tuple)
+
+
+# --- builders ----------------------------------------------------------------------
+
+
+def _write(project: Path, **overrides) -> Path:
+    return write_pipeline(project, pipeline_dict(**overrides))
+
+
+def _write_text(text: str) -> Callable[[Path], Path]:
+    def build(project: Path) -> Path:
+        path = project / "pipeline.yaml"
+        path.write_text(text)
+        return path
+    return build
+
+
+def _with(**overrides) -> Callable[[Path], Path]:
+    return lambda project: _write(project, **overrides)
+
+
+def _baddata(project: Path) -> None:
+    (project / "baddata.py").write_text(BAD_DATA)
+
+
+def _torch_model(**torch_overrides) -> dict:
+    base = pipeline_dict()["model"]
+    base["torch"].update(torch_overrides)
+    return base
+
+
+def _unclosed_bracket(project: Path) -> Path:
+    text = yaml.safe_dump(pipeline_dict(), sort_keys=False)
+    # `targets: [host-cpu` : a flow sequence that is never closed (line 2 from the end).
+    text = text.replace("targets:\n- host-cpu\n", "targets: [host-cpu\n")
+    assert "targets: [host-cpu\n" in text
+    path = project / "pipeline.yaml"
+    path.write_text(text)
+    return path
+
+
+def _stage_typo(project: Path) -> Path:
+    data = pipeline_dict()
+    data["stages"][1]["calibraton"] = "minmax"
+    return write_pipeline(project, data)
+
+
+def _unknown_stage_type(project: Path) -> Path:
+    data = pipeline_dict()
+    data["stages"].insert(1, {"type": "prune", "sparsity": 0.5})
+    return write_pipeline(project, data)
+
+
+def _runs_many(project: Path) -> Path:
+    data = pipeline_dict()
+    data["stages"][2]["runs"] = "many"
+    return write_pipeline(project, data)
+
+
+def _no_model(project: Path) -> Path:
+    data = pipeline_dict()
+    del data["model"]
+    return write_pipeline(project, data)
+
+
+def _missing_pipeline(project: Path) -> Path:
+    return project / "no_such_pipeline.yaml"
+
+
+def _mismatched_checkpoint(project: Path) -> Path:
+    # A checkpoint of the same architecture at another width: nothing trained.
+    subprocess.run([sys.executable, "-c",
+                    "import torch, model; "
+                    "torch.save(model.build(width=8).state_dict(), 'narrow.pt')"],
+                   cwd=project, check=True, capture_output=True, timeout=300)
+    return _write(project, model=_torch_model(checkpoint="narrow.pt"))
+
+
+def _corrupt_checkpoint(project: Path) -> Path:
+    (project / "garbage.pt").write_bytes(bytes(range(256)) * 8)
+    return _write(project, model=_torch_model(checkpoint="garbage.pt"))
+
+
+def _onnx_pipeline(project: Path, onnx: str, name: str, shape: list) -> Path:
+    return _write(project,
+                  model={"onnx": onnx, "inputs": [{"name": name, "shape": shape}]},
+                  data={}, stages=[{"type": "quantize", "scheme": "int8-dynamic"}],
+                  targets=[])
+
+
+def _corrupt_onnx(project: Path) -> Path:
+    (project / "bad.onnx").write_bytes(b"\x08\x07\x12\x07pytorch" + bytes(range(200)))
+    return _onnx_pipeline(project, "bad.onnx", "image", [1, 1, 8, 8])
+
+
+def _truncated_onnx(project: Path) -> Path:
+    path = _export_tiny_onnx(project, "full.onnx")
+    blob = path.read_bytes()
+    (project / "bad.onnx").write_bytes(blob[: len(blob) // 2])
+    return _onnx_pipeline(project, "bad.onnx", "x", [1, 4])
+
+
+def _export_tiny_onnx(project: Path, name: str) -> Path:
+    import torch
+    path = project / name
+    torch.onnx.export(torch.nn.Linear(4, 3), (torch.zeros(1, 4),), str(path),
+                      input_names=["x"], output_names=["y"], dynamo=False)
+    return path
+
+
+def _onnx_wrong_input_name(project: Path) -> Path:
+    _export_tiny_onnx(project, "tiny.onnx")
+    return _onnx_pipeline(project, "tiny.onnx", "features", [1, 4])
+
+
+def _loader(calibration: str, evaluation: str | None = "data:evaluation", **overrides):
+    def build(project: Path) -> Path:
+        _baddata(project)
+        data = {"calibration": calibration, "metric": {"type": "accuracy"}}
+        if evaluation is not None:
+            data["evaluation"] = evaluation
+        return _write(project, data=data, **overrides)
+    return build
+
+
+def _missing_npz(project: Path) -> Path:
+    return _write(project, data={"calibration": "calib.npz", "evaluation": "data:evaluation"})
+
+
+def _bad_profile_file(project: Path) -> Path:
+    profile = yaml.safe_load((Path(__file__).resolve().parents[2] / "profiles"
+                              / "host-cpu.yaml").read_text())
+    profile["name"] = "my-board"
+    profile["budget"]["latency_p90_ms"] = "fast"
+    (project / "my-board.yaml").write_text(yaml.safe_dump(profile))
+    return _write(project, targets=["my-board.yaml"])
+
+
+def _no_calibration(project: Path) -> Path:
+    return _write(project, data={"evaluation": "data:evaluation",
+                                 "metric": {"type": "accuracy"}})
+
+
+def _dynamic_on_cnn(project: Path) -> Path:
+    data = pipeline_dict()
+    data["stages"][1] = {"type": "quantize", "scheme": "int8-dynamic"}
+    return write_pipeline(project, data)
+
+
+def _unknown_input_stage(project: Path) -> Path:
+    data = pipeline_dict()
+    data["stages"][1]["input"] = "exported"
+    return write_pipeline(project, data)
+
+
+def _declared_shape(data_spec: dict | None) -> Callable[[Path], Path]:
+    def build(project: Path) -> Path:
+        _baddata(project)
+        model = pipeline_dict()["model"]
+        model["inputs"][0]["shape"] = [1, 3, 8, 8]
+        overrides = {"model": model}
+        if data_spec is not None:
+            overrides["data"] = data_spec
+        if not data_spec:  # no data at all: export.onnx traces random inputs of that shape
+            overrides["stages"] = [{"type": "export.onnx"}]
+            overrides["targets"] = []
+        return _write(project, **overrides)
+    return build
+
+
+CASES = [
+    Case("yaml-unclosed-bracket", _unclosed_bracket, ("not valid YAML",), validate=True,
+         pattern=r"pipeline\.yaml:\d+: not valid YAML"),
+    Case("yaml-list-not-mapping", _write_text("- name: t\n- stages: []\n"),
+         ("pipeline.yaml:1:", "must be a YAML mapping"), validate=True),
+    Case("yaml-empty-file", _write_text(""), ("pipeline.yaml:1:", "must be a YAML mapping"),
+         validate=True),
+    Case("unknown-top-level-key", _with(optimise=True),
+         ("optimise: unknown key",), validate=True),
+    Case("unknown-stage-key-typo", _stage_typo, ("calibraton", "unknown key"), validate=True),
+    Case("unknown-stage-type", _unknown_stage_type,
+         ("unknown stage type 'prune'", "export.onnx", "quantize", "benchmark"),
+         validate=True),
+    Case("wrong-type-runs", _runs_many, ("runs", "valid integer"), validate=True),
+    Case("missing-model", _no_model, ("model: required key is missing",), validate=True),
+    Case("pipeline-file-missing", _missing_pipeline,
+         ("no_such_pipeline.yaml", "file not found"), validate=True),
+    Case("checkpoint-missing", _with(model=_torch_model(checkpoint="nope.pt")),
+         ("model.torch.checkpoint: file not found", "nope.pt")),
+    Case("checkpoint-mismatch", _mismatched_checkpoint,
+         ("narrow.pt does not match the factory's model", "size mismatch")),
+    Case("checkpoint-corrupt", _corrupt_checkpoint,
+         ("garbage.pt", "cannot load", "weights_only=True")),
+    Case("factory-missing", _with(model=_torch_model(factory="model:make_it")),
+         ("model.torch.factory", "no attribute 'make_it'")),
+    Case("onnx-corrupt", _corrupt_onnx, ("bad.onnx", "is not a valid ONNX model")),
+    Case("onnx-truncated", _truncated_onnx, ("bad.onnx", "is not a valid ONNX model")),
+    Case("onnx-input-name-mismatch", _onnx_wrong_input_name,
+         ("model.inputs declares ['features']", "tiny.onnx has inputs ['x']")),
+    Case("data-wrong-shape", _loader("baddata:wrong_shape"),
+         ("data.calibration", "input 'image' has shape (10, 1, 9, 9)", "(1, 8, 8)")),
+    Case("data-loader-raises", _loader("baddata:boom"),
+         ("data.calibration", "baddata:boom", "ValueError", "the dataset server said no")),
+    Case("data-loader-module-missing", _loader("nosuchdata:calibration"),
+         ("data.calibration", "cannot import module 'nosuchdata'")),
+    Case("data-npz-missing", _missing_npz, ("data.calibration: file not found", "calib.npz")),
+    Case("data-integer-dtype", _loader("baddata:integers"),
+         ("input 'image' has dtype int64", "float32")),
+    Case("unknown-profile", _with(targets=["raspberry-pi-9"]),
+         ("unknown profile 'raspberry-pi-9'", "host-cpu"), validate=True),
+    Case("profile-invalid-field", _bad_profile_file,
+         ("my-board.yaml", "budget.latency_p90_ms"), validate=True),
+    Case("int8-static-without-calibration", _no_calibration,
+         ("int8-static", "needs data.calibration")),
+    Case("int8-dynamic-on-cnn", _dynamic_on_cnn, ("int8-dynamic", "ConvInteger", "force: true")),
+    Case("stage-input-unknown", _unknown_input_stage,
+         ("takes input 'exported'", "not an earlier stage"), validate=True),
+    Case("declared-shape-vs-data", _declared_shape(None),
+         ("input 'image' has shape", "(1, 3, 8, 8)")),
+    Case("declared-shape-vs-model", _declared_shape(
+        {"calibration": "baddata:three_channels", "metric": {"type": "fidelity"}}),
+         ("model fails on inputs shaped as declared", "[1, 3, 8, 8]")),
+    Case("declared-shape-no-data", _declared_shape({}), ("[1, 3, 8, 8]",)),
+    Case("accuracy-without-labels", _loader("data:calibration", "baddata:no_labels"),
+         ("metric is accuracy", "no labels")),
+]
+
+
+def _params():
+    for case in CASES:
+        yield pytest.param(case, id=case.id, marks=case.marks)
+
+
+@pytest.mark.parametrize("case", _params())
+def test_bad_input_fails_cleanly(project: Path, case: Case):
+    pipeline_path = case.build(project)
+    result = run_cli("run", pipeline_path, "--quiet", cwd=project)
+    output = result.stdout + result.stderr
+    assert result.returncode == 2, output
+    assert result.stderr.startswith("error:"), output
+    assert "Traceback" not in output, output
+    for expected in case.expect:
+        assert expected in result.stderr, f"{expected!r} not in: {result.stderr}"
+    if case.pattern:
+        assert re.search(case.pattern, result.stderr), result.stderr
+    leftovers = sorted(str(p) for p in (project / "runs").rglob("stage.json"))
+    assert not leftovers, f"a later run would reuse: {leftovers}"
+
+    if case.validate:
+        check = run_cli("validate", pipeline_path, cwd=project)
+        assert check.returncode == 2, check.stdout + check.stderr
+        assert check.stderr.startswith("error:"), check.stderr
+        assert "Traceback" not in check.stdout + check.stderr
+        for expected in case.expect:
+            assert expected in check.stderr, f"{expected!r} not in: {check.stderr}"
+
+
+def test_corpus_is_large_enough():
+    assert len(CASES) >= 15
+    assert len({case.id for case in CASES}) == len(CASES)

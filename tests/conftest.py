@@ -1,0 +1,72 @@
+"""Shared fixtures: a real CNN trained on real data (scikit-learn's digits), and helpers
+to write pipeline files around it. Nothing here touches the network."""
+from __future__ import annotations
+
+import copy
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+QUICKSTART = REPO / "examples" / "quickstart"
+
+# The quickstart pipeline, made quick: few timed runs, one target.
+BASE_PIPELINE = {
+    "name": "t",
+    "model": {"torch": {"factory": "model:build", "checkpoint": "digits_cnn.pt"},
+              "inputs": [{"name": "image", "shape": [1, 1, 8, 8], "dtype": "float32"}]},
+    "data": {"calibration": "data:calibration", "evaluation": "data:evaluation",
+             "metric": {"type": "accuracy"}},
+    "stages": [{"type": "export.onnx"},
+               {"type": "quantize", "scheme": "int8-static"},
+               {"type": "benchmark", "warmup": 2, "runs": 20}],
+    "targets": ["host-cpu"],
+    "output": "runs",
+}
+
+
+@pytest.fixture(scope="session")
+def digits_checkpoint(tmp_path_factory) -> Path:
+    """The quickstart CNN, trained for real on the digits training split (~10 s)."""
+    sys.path.insert(0, str(QUICKSTART))
+    try:
+        import torch
+        from train import fit
+        torch.set_num_threads(2)
+        model = fit(epochs=8, seed=0)
+    finally:
+        sys.path.remove(str(QUICKSTART))
+    path = tmp_path_factory.mktemp("checkpoint") / "digits_cnn.pt"
+    torch.save(model.state_dict(), path)
+    return path
+
+
+@pytest.fixture
+def project(tmp_path, digits_checkpoint) -> Path:
+    """A folder with the quickstart model/data modules and the trained checkpoint."""
+    for name in ("model.py", "data.py"):
+        shutil.copy(QUICKSTART / name, tmp_path / name)
+    shutil.copy(digits_checkpoint, tmp_path / "digits_cnn.pt")
+    return tmp_path
+
+
+def pipeline_dict(**overrides) -> dict:
+    data = copy.deepcopy(BASE_PIPELINE)
+    data.update(overrides)
+    return data
+
+
+def write_pipeline(folder: Path, data: dict, name: str = "pipeline.yaml") -> Path:
+    path = folder / name
+    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    return path
+
+
+def run_cli(*args, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    """`python -m compress ...` in a subprocess, as a user would run it."""
+    return subprocess.run([sys.executable, "-m", "compress", *map(str, args)], cwd=cwd,
+                           capture_output=True, text=True, timeout=600)

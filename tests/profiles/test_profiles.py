@@ -1,0 +1,74 @@
+import pytest
+
+from profiles import (FAIL, OFF_TARGET, PASS, UNMEASURED, ProfileError, check, list_profiles,
+                      load_profile, on_target)
+
+X86_HOST = {"arch": "x86_64", "cpu": "AMD EPYC", "device_model": None}
+PI4_HOST = {"arch": "aarch64", "cpu": "Raspberry Pi 4 Model B Rev 1.4",
+            "device_model": "Raspberry Pi 4 Model B Rev 1.4"}
+PI5_HOST = {"arch": "aarch64", "cpu": "", "device_model": "Raspberry Pi 5 Model B Rev 1.0"}
+
+
+def _measurement(host, p90=30.0, memory=120.0, size_mb=4.0, energy=None, drop=0.004):
+    return {"latency_ms": {"p90": p90}, "peak_memory_mb": memory,
+            "size_bytes": int(size_mb * 2**20), "energy_mj": energy,
+            "energy_note": "no power meter on this host",
+            "metric": {"name": "accuracy", "value": 0.97, "baseline": 0.974, "drop": drop},
+            "measured_on": host}
+
+
+def test_builtin_profiles_load_with_real_hardware_facts():
+    names = {p.name for p in list_profiles()}
+    assert {"host-cpu", "rpi4", "rpi5", "jetson-orin-nano"} <= names
+    rpi4 = load_profile("rpi4")
+    assert rpi4.device.arch == "aarch64" and rpi4.device.cores == 4
+    assert rpi4.budget.latency_p90_ms and rpi4.budget.accuracy_drop is not None
+
+
+def test_on_device_measurement_gets_real_verdicts():
+    rpi4 = load_profile("rpi4")
+    verdicts = {v.metric: v for v in check(_measurement(PI4_HOST, p90=130.0), rpi4, "m", "rpi4")}
+    assert verdicts["latency_p90_ms"].status == FAIL
+    assert verdicts["peak_memory_mb"].status == PASS
+    assert verdicts["accuracy_drop"].status == PASS
+    assert verdicts["energy_mj"].status == UNMEASURED
+    assert "no power meter" in verdicts["energy_mj"].reason
+
+
+def test_measurement_elsewhere_is_off_target_but_size_is_real():
+    rpi4 = load_profile("rpi4")
+    verdicts = {v.metric: v for v in check(_measurement(X86_HOST, size_mb=40), rpi4, "m", "rpi4")}
+    assert verdicts["latency_p90_ms"].status == OFF_TARGET
+    assert "x86_64" in verdicts["latency_p90_ms"].reason
+    assert verdicts["latency_p90_ms"].value == 30.0  # the number is still shown
+    assert verdicts["model_size_mb"].status == FAIL  # a file's size is the same everywhere
+
+
+def test_a_pi5_is_not_a_pi4():
+    assert on_target(load_profile("rpi4"), PI5_HOST)[0] is False
+    assert on_target(load_profile("rpi5"), PI5_HOST)[0] is True
+    assert on_target(load_profile("host-cpu"), X86_HOST)[0] is True
+
+
+def test_user_profile_by_path(tmp_path):
+    path = tmp_path / "mine.yaml"
+    path.write_text("name: mine\ndevice: {arch: any}\nbudget: {latency_p90_ms: 1}\n")
+    assert load_profile(str(path)).budget.latency_p90_ms == 1
+
+
+@pytest.mark.parametrize("text, fragment", [
+    ("name: x\ndevice: {arch: any}\nbudget: {latency_ms: 1}\n", "budget.latency_ms"),
+    ("name: x\n", "device"),
+    ("name: [x\n", "not valid YAML"),
+])
+def test_invalid_profiles_say_what_is_wrong(tmp_path, text, fragment):
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ProfileError, match="bad.yaml") as info:
+        load_profile(str(path))
+    assert fragment in str(info.value)
+
+
+def test_unknown_profile_lists_known_ones():
+    with pytest.raises(ProfileError, match="host-cpu"):
+        load_profile("rpi9")

@@ -1,0 +1,68 @@
+import time
+
+import numpy as np
+import pytest
+
+from runtimes import FunctionSession, TensorSpec, measure
+from runtimes.measure import summarize_latencies
+from runtimes.metrics import accuracy, evaluate, fidelity
+
+
+def _session(delay_s: float = 0.0):
+    def fn(x):
+        if delay_s:
+            time.sleep(delay_s)
+        return [x * 2]
+    return FunctionSession(fn, [TensorSpec("x", (4, 3), "float32")])
+
+
+def test_measure_counts_runs_and_reports_percentiles():
+    ticks = []
+    result = measure(_session(), {"x": np.ones((4, 3), np.float32)}, warmup=3, runs=25,
+                     on_progress=lambda done, total: ticks.append(done))
+    assert result["runs"] == 25 and ticks[-1] == 25
+    lat = result["latency_ms"]
+    assert lat["min"] <= lat["p50"] <= lat["p90"] <= lat["p99"] <= lat["max"]
+    assert result["batch_size"] == 4
+    assert result["throughput_per_s"] > 0
+    assert result["peak_rss_mb"] > 10
+    assert result["energy"] is None
+
+
+def test_measure_keeps_running_until_min_seconds():
+    result = measure(_session(0.002), {"x": np.ones((4, 3), np.float32)}, warmup=0, runs=1,
+                     min_seconds=0.1)
+    assert result["runs"] > 10  # 0.1 s of ~2 ms runs
+
+
+def test_measure_reports_energy_per_inference_from_a_meter():
+    class Meter:
+        def start(self):
+            pass
+
+        def stop(self):
+            return {"joules": 0.8, "mean_watts": 4.0}
+
+    result = measure(_session(), {"x": np.ones((4, 3), np.float32)}, warmup=0, runs=10,
+                     meter=Meter())
+    # 0.8 J over 10 runs of batch 4 = 20 mJ per inference
+    assert result["energy"]["mj_per_inference"] == pytest.approx(20.0)
+
+
+def test_summary_statistics_match_numpy():
+    values = [5.0, 1.0, 3.0, 2.0, 4.0]
+    stats = summarize_latencies(values)
+    assert stats["p50"] == 3.0 and stats["mean"] == 3.0
+    assert stats["p90"] == pytest.approx(np.percentile(values, 90))
+    assert stats["std"] == pytest.approx(np.std(values))
+
+
+def test_accuracy_and_fidelity():
+    logits = np.array([[0.1, 0.9], [0.8, 0.2], [0.3, 0.7]])
+    assert accuracy(logits, np.array([1, 0, 0])) == pytest.approx(2 / 3)
+    same = fidelity(logits, logits)
+    assert same["top1_agreement"] == 1.0 and same["cosine"] == pytest.approx(1.0)
+    assert same["max_abs_error"] == 0.0
+    flipped = fidelity(logits[:, ::-1], logits)
+    assert flipped["top1_agreement"] == 0.0 and flipped["cosine"] < 1.0
+    assert evaluate(logits, metric="fidelity", reference=logits, primary="cosine")["name"] == "cosine"
