@@ -9,7 +9,6 @@ Cases that only a look at the YAML (and profiles) can catch are also checked wit
 """
 from __future__ import annotations
 
-import re
 import subprocess
 import sys
 import textwrap
@@ -49,13 +48,22 @@ BAD_DATA = textwrap.dedent("""\
 class Case:
     id: str
     build: Callable[[Path], Path]        # project folder -> path of the pipeline file
-    expect: tuple[str, ...]              # substrings the error message must contain
+    expect: tuple                        # substrings the error message must contain; a
+                                         # callable(pipeline path) -> str for computed ones
     validate: bool = False               # `compress validate` must reject it too
-    pattern: str | None = None           # a regex the message must match as well
     marks: tuple = field(default_factory=tuple)
 
 
 # --- builders ----------------------------------------------------------------------
+
+
+def _at_line(text: str, message: str) -> Callable[[Path], str]:
+    """`pipeline.yaml:N: message`, N being the line of the file that holds `text`."""
+    def expected(path: Path) -> str:
+        lines = path.read_text().splitlines()
+        number = next(i for i, line in enumerate(lines, 1) if text in line)
+        return f"{path.name}:{number}: {message}"
+    return expected
 
 
 def _write(project: Path, **overrides) -> Path:
@@ -224,32 +232,39 @@ def _declared_shape(data_spec: dict | None) -> Callable[[Path], Path]:
 
 
 CASES = [
-    Case("yaml-unclosed-bracket", _unclosed_bracket, ("not valid YAML",), validate=True,
-         pattern=r"pipeline\.yaml:\d+: not valid YAML"),
+    # The parser notices the missing `]` at the next key, `output:`.
+    Case("yaml-unclosed-bracket", _unclosed_bracket,
+         (_at_line("output:", "not valid YAML: expected ',' or ']'"),), validate=True),
     Case("yaml-list-not-mapping", _write_text("- name: t\n- stages: []\n"),
          ("pipeline.yaml:1:", "must be a YAML mapping"), validate=True),
     Case("yaml-empty-file", _write_text(""), ("pipeline.yaml:1:", "must be a YAML mapping"),
          validate=True),
     Case("unknown-top-level-key", _with(optimise=True),
-         ("optimise: unknown key",), validate=True),
-    Case("unknown-stage-key-typo", _stage_typo, ("calibraton", "unknown key"), validate=True),
+         (_at_line("optimise:", "optimise: unknown key"),), validate=True),
+    Case("unknown-stage-key-typo", _stage_typo,
+         (_at_line("calibraton:", "stages.1.quantize.calibraton: unknown key"),),
+         validate=True),
     Case("unknown-stage-type", _unknown_stage_type,
          ("unknown stage type 'prune'", "export.onnx", "quantize", "benchmark"),
          validate=True),
-    Case("wrong-type-runs", _runs_many, ("runs", "valid integer"), validate=True),
+    Case("wrong-type-runs", _runs_many,
+         (_at_line("runs: many", "stages.2.benchmark.runs: Input should be a valid integer"),),
+         validate=True),
     Case("missing-model", _no_model, ("model: required key is missing",), validate=True),
     Case("pipeline-file-missing", _missing_pipeline,
          ("no_such_pipeline.yaml", "file not found"), validate=True),
     Case("checkpoint-missing", _with(model=_torch_model(checkpoint="nope.pt")),
          ("model.torch.checkpoint: file not found", "nope.pt")),
     Case("checkpoint-mismatch", _mismatched_checkpoint,
-         ("narrow.pt does not match the factory's model", "size mismatch")),
+         ("narrow.pt does not match the factory's model",
+          "size mismatch for features.0.weight")),
     Case("checkpoint-corrupt", _corrupt_checkpoint,
-         ("garbage.pt", "cannot load", "weights_only=True")),
+         ("model.torch.checkpoint: cannot load", "garbage.pt", "weights_only=True")),
     Case("factory-missing", _with(model=_torch_model(factory="model:make_it")),
          ("model.torch.factory", "no attribute 'make_it'")),
-    Case("onnx-corrupt", _corrupt_onnx, ("bad.onnx", "is not a valid ONNX model")),
-    Case("onnx-truncated", _truncated_onnx, ("bad.onnx", "is not a valid ONNX model")),
+    Case("onnx-corrupt", _corrupt_onnx, ("model.onnx:", "bad.onnx is not a valid ONNX model")),
+    Case("onnx-truncated", _truncated_onnx,
+         ("model.onnx:", "bad.onnx is not a valid ONNX model")),
     Case("onnx-input-name-mismatch", _onnx_wrong_input_name,
          ("model.inputs declares ['features']", "tiny.onnx has inputs ['x']")),
     Case("data-wrong-shape", _loader("baddata:wrong_shape"),
@@ -260,24 +275,37 @@ CASES = [
          ("data.calibration", "cannot import module 'nosuchdata'")),
     Case("data-npz-missing", _missing_npz, ("data.calibration: file not found", "calib.npz")),
     Case("data-integer-dtype", _loader("baddata:integers"),
-         ("input 'image' has dtype int64", "float32")),
+         ("data.calibration: input 'image' has dtype int64", "declares float32")),
     Case("unknown-profile", _with(targets=["raspberry-pi-9"]),
          ("unknown profile 'raspberry-pi-9'", "host-cpu"), validate=True),
     Case("profile-invalid-field", _bad_profile_file,
-         ("my-board.yaml", "budget.latency_p90_ms"), validate=True),
+         ("targets.0:", "my-board.yaml: budget.latency_p90_ms: Input should be a valid number"),
+         validate=True),
     Case("int8-static-without-calibration", _no_calibration,
-         ("int8-static", "needs data.calibration")),
-    Case("int8-dynamic-on-cnn", _dynamic_on_cnn, ("int8-dynamic", "ConvInteger", "force: true")),
+         ("stage 2 (quantize, int8-static) needs data.calibration",)),
+    # Fails in stage 2, after export.onnx finished: its stage folder must be rolled back.
+    Case("int8-dynamic-on-cnn", _dynamic_on_cnn,
+         ("stage 2 (quantize)", "3 Conv", "int8-dynamic", "ConvInteger", "force: true")),
     Case("stage-input-unknown", _unknown_input_stage,
          ("takes input 'exported'", "not an earlier stage"), validate=True),
     Case("declared-shape-vs-data", _declared_shape(None),
-         ("input 'image' has shape", "(1, 3, 8, 8)")),
+         ("data.calibration: input 'image' has shape (256, 1, 8, 8)", "declares (1, 3, 8, 8)",
+          "each sample must be (3, 8, 8)")),
     Case("declared-shape-vs-model", _declared_shape(
         {"calibration": "baddata:three_channels", "metric": {"type": "fidelity"}}),
-         ("model fails on inputs shaped as declared", "[1, 3, 8, 8]")),
-    Case("declared-shape-no-data", _declared_shape({}), ("[1, 3, 8, 8]",)),
+         ("model fails on inputs shaped as declared in model.inputs {'image': [1, 3, 8, 8]}",
+          "expected input[1, 3, 8, 8] to have 1 channels")),
+    # No data: the pre-flight forward pass is skipped, so the wrong shape only shows up
+    # inside export.onnx, whose first `model(*example)` is outside its try block.
+    Case("declared-shape-no-data", _declared_shape({}),
+         ("[1, 3, 8, 8]", "1 channels"),
+         marks=(pytest.mark.xfail(strict=True, reason=(
+             "product bug: with no data the declared-shape check is skipped; "
+             "export/onnx.py:39 raises a bare RuntimeError -> exit 1 with a traceback, and "
+             "the runner only rolls back on CompressError, so runs/t/00-source/stage.json "
+             "is left behind"))),)),
     Case("accuracy-without-labels", _loader("data:calibration", "baddata:no_labels"),
-         ("metric is accuracy", "no labels")),
+         ("data.metric is accuracy but data.evaluation has no labels",)),
 ]
 
 
@@ -294,10 +322,9 @@ def test_bad_input_fails_cleanly(project: Path, case: Case):
     assert result.returncode == 2, output
     assert result.stderr.startswith("error:"), output
     assert "Traceback" not in output, output
-    for expected in case.expect:
+    expects = [e(pipeline_path) if callable(e) else e for e in case.expect]
+    for expected in expects:
         assert expected in result.stderr, f"{expected!r} not in: {result.stderr}"
-    if case.pattern:
-        assert re.search(case.pattern, result.stderr), result.stderr
     leftovers = sorted(str(p) for p in (project / "runs").rglob("stage.json"))
     assert not leftovers, f"a later run would reuse: {leftovers}"
 
@@ -306,7 +333,7 @@ def test_bad_input_fails_cleanly(project: Path, case: Case):
         assert check.returncode == 2, check.stdout + check.stderr
         assert check.stderr.startswith("error:"), check.stderr
         assert "Traceback" not in check.stdout + check.stderr
-        for expected in case.expect:
+        for expected in expects:
             assert expected in check.stderr, f"{expected!r} not in: {check.stderr}"
 
 
