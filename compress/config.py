@@ -171,6 +171,8 @@ def parse_pipeline(data: object, *, file: str | None = None, lines: dict | None 
         pipeline = Pipeline.model_validate(data)
     except ValidationError as exc:
         errors = exc.errors()
+        # An invalid stage also empties `stages`; "too short" would only repeat the cause.
+        errors = [e for e in errors if e["type"] != "too_short"] or errors
         first = _format_error(errors[0], file, lines or {})
         if len(errors) > 1:
             more = "; ".join(str(_format_error(e, None, lines or {})) for e in errors[1:4])

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -85,10 +86,12 @@ def _run_stage(ctx: RunContext, slug: str, key: str, make, force: bool) -> list[
             ctx.progress.note(f"{slug}: reused (inputs and settings unchanged)")
             return cached
     ctx.out_dir = stage_dir.begin()
+    started = time.perf_counter()
     try:
         outputs, stage, parent, config = make()
         committed = stage_dir.commit(key, outputs, stage, parent, config)
         ctx.committed.append(stage_dir.final)
+        ctx.progress.note(f"{slug}: done in {time.perf_counter() - started:.1f} s")
         return committed
     finally:
         stage_dir.abort()  # no-op after a commit; removes a failed stage's files
@@ -187,6 +190,7 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
     run_dir = pipeline.run_dir
     with Progress(quiet=quiet) as progress:
         ctx = RunContext(pipeline, progress, run_dir, targets=targets)
+        progress.note(f"{pipeline.name}: checking the model, data and profiles")
         _preflight(ctx)
         created_run_dir = not run_dir.exists()
         run_dir.mkdir(parents=True, exist_ok=True)
