@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import Field, PositiveInt, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from compress import stages as _stages  # noqa: F401  (registers every stage type)
 from compress.errors import ConfigError
@@ -122,12 +123,17 @@ class Pipeline(Strict):
     @model_validator(mode="after")
     def _inputs_refer_to_earlier_stages(self):
         known = {"source"}
-        for index, (stage, name) in enumerate(zip(self.stages, self.stage_names()), start=1):
+        for index, (stage, name) in enumerate(zip(self.stages, self.stage_names())):
             if stage.input is not None and stage.input not in known:
-                raise ValueError(f"stage {index} ({stage.type}) takes input '{stage.input}', "
-                                 f"which is not an earlier stage; earlier: {sorted(known)}")
+                raise PydanticCustomError(
+                    "stage_reference", "stage {number} ({type}) takes input '{input}', which "
+                    "is not an earlier stage; earlier stages: {known}",
+                    {"index": index, "key": "input", "number": index + 1, "type": stage.type,
+                     "input": stage.input, "known": ", ".join(sorted(known))})
             if name in known:
-                raise ValueError(f"two stages are named '{name}'")
+                raise PydanticCustomError(
+                    "stage_reference", "two stages are named '{name}'",
+                    {"index": index, "key": "name", "name": name})
             known.add(name)
         return self
 
@@ -159,6 +165,11 @@ def _format_error(error: dict, file: str | None, lines: dict) -> ConfigError:
         message = "unknown key (remove it or check its spelling)"
     elif error["type"] == "missing":
         message = "required key is missing"
+    elif error["type"] == "stage_reference":  # raised on the whole pipeline: point at the stage
+        loc = ("stages", error["ctx"]["index"], error["ctx"]["key"])
+        field = ".".join(str(part) for part in loc)
+    elif error["type"] == "value_error":
+        message = message.removeprefix("Value error, ")
     return ConfigError(message, file=file, line=line_for(loc, lines), field=field)
 
 

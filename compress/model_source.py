@@ -57,9 +57,12 @@ def _load_checkpoint(model, path: Path, torch) -> None:
                          f"model: {detail}") from None
 
 
-def check_torch_inputs(model, pipeline: Pipeline, sample: dict) -> None:
-    """Run one forward pass so a wrong declared shape fails here, with a clear message."""
+def check_torch_inputs(model, pipeline: Pipeline, sample: dict | None) -> None:
+    """Run one forward pass so a wrong declared shape fails here, with a clear message.
+    Without data, zeros of the declared shape stand in."""
     torch = require("torch", "a torch model source")
+    if sample is None:
+        sample = {d.name: np.zeros(d.shape, dtype=d.dtype) for d in pipeline.model.inputs}
     args = [torch.from_numpy(sample[d.name][:1]) for d in pipeline.model.inputs]
     try:
         with torch.no_grad():

@@ -69,9 +69,8 @@ def _preflight(ctx: RunContext) -> None:
         check_onnx_file(pipeline.resolve(pipeline.model.onnx), pipeline)
         return
     ctx.source_model = build_torch_model(pipeline)
-    sample = (ctx.dataset("calibration") or evaluation)
-    if sample is not None:
-        check_torch_inputs(ctx.source_model, pipeline, sample.inputs)
+    sample = ctx.dataset("calibration") or evaluation
+    check_torch_inputs(ctx.source_model, pipeline, sample.inputs if sample else None)
 
 
 def _versions_key() -> dict:
@@ -199,7 +198,7 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
         try:
             artifacts, consumed, bench_stage = _run_stages(ctx, force)
             benchmarks = _benchmark(ctx, bench_stage, _candidates(artifacts, consumed))
-        except CompressError:
+        except BaseException:  # an error, a bug or Ctrl-C: keep nothing from this run
             _roll_back(ctx, created_run_dir)
             raise
         verdicts = _verdicts(benchmarks, ctx)

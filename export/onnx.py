@@ -35,8 +35,12 @@ def export_onnx(model, example_inputs: Sequence, input_names: Sequence[str], pat
     import onnx
     import torch
 
-    with torch.no_grad():
-        sample = model(*example_inputs)
+    try:
+        with torch.no_grad():
+            sample = model(*example_inputs)
+    except Exception as exc:
+        raise ExportFailed(f"the model fails on the example inputs: {type(exc).__name__}: "
+                           f"{' '.join(str(exc).split())[:400]}") from exc
     n_out = len(sample) if isinstance(sample, (tuple, list)) else 1
     output_names = ["output"] if n_out == 1 else [f"output_{i}" for i in range(n_out)]
     dynamic_axes = None

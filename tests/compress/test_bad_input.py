@@ -20,7 +20,8 @@ import yaml
 
 from tests.conftest import pipeline_dict, run_cli, write_pipeline
 
-pytestmark = pytest.mark.slow  # ~30 CLI runs, most of them import torch
+# 31 cases, ~40 CLI runs (most import torch): 86-108 s in all, checkpoint training included.
+pytestmark = pytest.mark.slow
 
 # Loaders a user could plausibly get wrong, written next to the pipeline as baddata.py.
 BAD_DATA = textwrap.dedent("""\
@@ -301,12 +302,7 @@ CASES = [
     # No data: the pre-flight forward pass is skipped, so the wrong shape only shows up
     # inside export.onnx, whose first `model(*example)` is outside its try block.
     Case("declared-shape-no-data", _declared_shape({}),
-         ("[1, 3, 8, 8]", "1 channels"),
-         marks=(pytest.mark.xfail(strict=True, reason=(
-             "product bug: with no data the declared-shape check is skipped; "
-             "export/onnx.py:39 raises a bare RuntimeError -> exit 1 with a traceback, and "
-             "the runner only rolls back on CompressError, so runs/t/00-source/stage.json "
-             "is left behind")),)),
+         ("[1, 3, 8, 8]", "1 channels")),
     Case("accuracy-without-labels", _loader("data:calibration", "baddata:no_labels"),
          ("data.metric is accuracy but data.evaluation has no labels",)),
 ]
