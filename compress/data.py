@@ -16,6 +16,8 @@ import numpy as np
 from compress.config import DataSource, Pipeline
 from compress.errors import DataError
 from compress.imports import import_callable
+from runtimes.errors import RuntimeInputError
+from runtimes.feeds import read_npz
 
 LABELS = "labels"
 
@@ -51,14 +53,10 @@ def _as_dict(result, input_names: list[str], where: str) -> dict:
 
 def _read(source: DataSource, pipeline: Pipeline, input_names: list[str], where: str) -> dict:
     if source.npz:
-        path = pipeline.resolve(source.npz)
-        if not path.is_file():
-            raise DataError(f"{where}: file not found: {path}")
         try:
-            with np.load(path, allow_pickle=False) as data:
-                return {key: data[key] for key in data.files}
-        except (ValueError, OSError, EOFError) as exc:
-            raise DataError(f"{where}: cannot read {path} as .npz: {exc}") from None
+            return read_npz(str(pipeline.resolve(source.npz)))
+        except RuntimeInputError as exc:
+            raise DataError(f"{where}: {exc}") from None
     function = import_callable(source.loader, pipeline.base_dir, DataError, where)
     try:
         result = function(**source.kwargs)

@@ -1,10 +1,12 @@
 """`quantize` for ONNX models with onnxruntime: int8-static (QDQ) and int8-dynamic."""
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 from typing import Literal
 
+import numpy as np
 from pydantic import Field, PositiveInt
 
 from compress.artifacts import Output
@@ -38,6 +40,11 @@ class Quantize(StageConfig):
     reduce_range: bool = Field(False, description="7-bit weights, for x86 CPUs without VNNI")
     preprocess: bool = Field(True, description="onnxruntime's quant_pre_process first")
     exclude_nodes: tuple[str, ...] = Field((), description="node names to keep in float")
+    bias_correction: bool = Field(
+        True, description="int8-static: sequential empirical bias correction of every "
+        "Conv/Gemm (undoes the mean shift quantization adds, layer by layer)")
+    bias_correction_samples: PositiveInt = Field(
+        64, description="calibration samples used for bias correction (spread evenly)")
     force: bool = Field(False, description="allow int8-dynamic on a convolutional model")
 
     def required_data(self) -> tuple[str, ...]:
@@ -109,7 +116,22 @@ def _static(source: Path, target: Path, config: Quantize, ctx) -> dict:
                         calibration_cache_path=cache)
     if cache is not None:
         cache.unlink(missing_ok=True)
-    return {"calibration": config.calibration, "calibration_samples": usable}
+    meta = {"calibration": config.calibration, "calibration_samples": usable}
+    if config.bias_correction:
+        meta["bias_correction"] = _bias_correction(source, target, inputs, batch, config, ctx)
+    return meta
+
+
+def _bias_correction(float_model: Path, target: Path, inputs: dict, batch: int,
+                     config: Quantize, ctx) -> dict:
+    from compress.bias_correction import correct_biases
+
+    total = len(next(iter(inputs.values()))) // batch
+    picks = np.unique(np.linspace(0, total - 1, min(config.bias_correction_samples, total)).astype(int))
+    feeds = [{k: v[i * batch:(i + 1) * batch] for k, v in inputs.items()} for i in picks]
+    with ctx.progress.task(f"bias correction ({len(feeds)} samples)", None) as advance:
+        return correct_biases(float_model, target, feeds, threads=os.cpu_count() or 1,
+                              advance=advance)
 
 
 def _entropy_ranges(source: Path, reader: _Reader, config: Quantize, out_dir: Path) -> Path:

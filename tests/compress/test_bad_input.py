@@ -275,7 +275,7 @@ CASES = [
          ("data.calibration", "baddata:boom", "ValueError", "the dataset server said no")),
     Case("data-loader-module-missing", _loader("nosuchdata:calibration"),
          ("data.calibration", "cannot import module 'nosuchdata'")),
-    Case("data-npz-missing", _missing_npz, ("data.calibration: file not found", "calib.npz")),
+    Case("data-npz-missing", _missing_npz, ("data.calibration: inputs file not found", "calib.npz")),
     Case("data-integer-dtype", _loader("baddata:integers"),
          ("data.calibration: input 'image' has dtype int64", "declares float32")),
     Case("unknown-profile", _with(targets=["raspberry-pi-9"]),

@@ -1,0 +1,48 @@
+"""Bias correction must shrink the per-channel mean error it targets, layer by layer."""
+import shutil
+
+import numpy as np
+import onnx
+
+import compress
+from compress.bias_correction import _channel_means, _correctable_layers, correct_biases
+from tests.conftest import pipeline_dict, write_pipeline
+
+
+def test_correction_moves_quantized_layer_means_onto_the_float_ones(project, tmp_path):
+    stages = [{"type": "export.onnx"},
+              {"type": "quantize", "scheme": "int8-static", "preprocess": False,
+               "bias_correction": False, "samples": 128}]
+    result = compress.run(write_pipeline(project, pipeline_dict(stages=stages, targets=[])))
+    float_path = result.run_dir / result.artifacts[1].path
+    quantized_path = tmp_path / "int8.onnx"
+    shutil.copy(result.run_dir / result.artifacts[2].path, quantized_path)
+
+    from compress.errors import DataError
+    from compress.imports import import_callable
+    images = import_callable("data:calibration", project, DataError, "data")()["image"]
+    feeds = [{"image": images[i:i + 1]} for i in range(0, 128, 2)]
+    float_model = onnx.load(str(float_path))
+    float_out = {n.name: n.output[0] for n in float_model.graph.node}
+
+    def mean_errors(path):
+        quantized = onnx.load(str(path))
+        layers = _correctable_layers(quantized)
+        got = _channel_means(quantized, [l[1] for l in layers], feeds, threads=2)
+        want = _channel_means(float_model, [float_out[l[0]] for l in layers], feeds, threads=2)
+        return [float(np.abs(g - w).mean()) for g, w in zip(got, want)]
+
+    before = mean_errors(quantized_path)
+    summary = correct_biases(float_path, quantized_path, feeds, threads=2)
+    after = mean_errors(quantized_path)
+    assert summary["layers_corrected"] == len(before) == 4  # 3 Conv + the classifier Gemm
+    assert sum(after) < 0.5 * sum(before)
+    assert all(a <= b + 1e-3 for a, b in zip(after, before))
+
+
+def test_quantize_stage_reports_the_correction(project):
+    stages = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static",
+                                        "bias_correction_samples": 16}]
+    result = compress.run(write_pipeline(project, pipeline_dict(stages=stages, targets=[])))
+    meta = result.artifacts[-1].meta["bias_correction"]
+    assert meta["layers_corrected"] == 4 and meta["samples"] == 16
