@@ -60,8 +60,9 @@ def write_json_atomic(path: Path, data) -> None:
 class StageDir:
     """The directory `runs/<name>/NN-<stage>/` of one stage."""
 
-    def __init__(self, run_dir: Path, slug: str):
+    def __init__(self, run_dir: Path, slug: str, artifact_id: str | None = None):
         self.run_dir, self.slug = run_dir, slug
+        self.artifact_id = artifact_id or slug
         self.final = run_dir / slug
         self.tmp = run_dir / f".{slug}.partial"
 
@@ -94,7 +95,8 @@ class StageDir:
         artifacts = []
         for index, out in enumerate(outputs):
             rel_inside = Path(out.path).resolve().relative_to(self.tmp.resolve())
-            artifact_id = self.slug if len(outputs) == 1 else f"{self.slug}.{index}"
+            artifact_id = (self.artifact_id if len(outputs) == 1
+                           else f"{self.artifact_id}.{index}")
             artifacts.append(Artifact(
                 id=artifact_id, format=out.format, precision=out.precision, stage=stage,
                 parent=parent, path=str(Path(self.slug) / rel_inside),

@@ -79,6 +79,8 @@ class Metric(Strict):
 class DataSpec(Strict):
     calibration: Optional[DataSource] = None
     evaluation: Optional[DataSource] = None
+    train: Optional[DataSource] = Field(
+        None, description="training data for fine-tuning and distillation (labels optional)")
     metric: Optional[Metric] = Field(
         None, description="default: accuracy when the evaluation data has labels, else fidelity")
 

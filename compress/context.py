@@ -59,9 +59,16 @@ class RunContext:
         return self.run_dir / artifact.path
 
     def torch_model(self, artifact: Artifact):
+        """The torch module of a torch artifact (a fresh copy for every call but the
+        source, which stages must not modify: they deep-copy it first)."""
         if artifact.format != "torch":
             raise ModelError(f"artifact {artifact.id} is {artifact.format}, not a torch model")
-        if self.source_artifact is not None and artifact.id == self.source_artifact.id:
+        if self.source_artifact is not None and artifact.id == self.source_artifact.id \
+                and self.source_model is not None:
             return self.source_model
-        raise ModelError(f"artifact {artifact.id}: loading torch artifacts of kind "
-                         f"{artifact.meta.get('kind')} is not supported")
+        from compress.imports import import_callable
+        from compress.torch_artifacts import load_torch_model
+        factory = import_callable(artifact.meta["factory"], self.pipeline.base_dir, ModelError,
+                                  f"artifact {artifact.id}")
+        kwargs = artifact.meta.get("kwargs", {})
+        return load_torch_model(self.path(artifact), lambda: factory(**kwargs))

@@ -114,12 +114,11 @@ def write_source(pipeline: Pipeline, model, out_dir: Path) -> Output:
         target = out_dir / "model.onnx"
         shutil.copyfile(pipeline.resolve(pipeline.model.onnx), target)
         return Output(target, "onnx", "fp32")
-    torch = require("torch", "a torch model source")
+    from compress.torch_artifacts import save_torch_model
     target = out_dir / "model.pt"
-    torch.save(model.state_dict(), target)
+    save_torch_model(model, target)
     spec = pipeline.model.torch
-    return Output(target, "torch", "fp32", {"factory": spec.factory, "kwargs": spec.kwargs,
-                                            "kind": "state_dict"})
+    return Output(target, "torch", "fp32", {"factory": spec.factory, "kwargs": spec.kwargs})
 
 
 def run_model(model_or_path, pipeline: Pipeline, inputs: dict, batch: int = 64) -> np.ndarray:

@@ -77,8 +77,9 @@ def _versions_key() -> dict:
     return {k: v for k, v in package_versions().items() if v is not None}
 
 
-def _run_stage(ctx: RunContext, slug: str, key: str, make, force: bool) -> list[Artifact]:
-    stage_dir = StageDir(ctx.run_dir, slug)
+def _run_stage(ctx: RunContext, slug: str, key: str, make, force: bool,
+               artifact_id: str | None = None) -> list[Artifact]:
+    stage_dir = StageDir(ctx.run_dir, slug, artifact_id)
     if not force:
         cached = stage_dir.cached(key)
         if cached is not None:
@@ -132,7 +133,8 @@ def _run_stages(ctx: RunContext, force: bool) -> tuple[list[Artifact], list[str]
         def make(stage=stage, spec=spec, parent=parent, settings=settings):
             return spec.run(parent, stage, ctx), stage.type, parent.id, settings
         try:
-            produced = _run_stage(ctx, f"{index:02d}-{stage.type}", key, make, force)
+            produced = _run_stage(ctx, f"{index:02d}-{stage.name or stage.type}", key, make,
+                                  force, artifact_id=name)
         except CompressError as exc:
             raise StageError(index, stage.type, str(exc)) from exc
         by_name[name] = previous = produced[0]

@@ -35,6 +35,7 @@ class BenchOptions:
     primary: str = "top1_agreement"    # fidelity value budgets are checked on
     eval_batch: int = 32               # batch for evaluation when the batch dim is dynamic
     progress: bool = False             # "@progress done total" lines on stderr
+    samples: bool = False              # include every latency (pooling across rounds)
 
 
 def _import_engine(engine: str) -> None:
@@ -98,6 +99,8 @@ def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str |
     finally:
         session.close()
     energy = timing.pop("energy")
+    if not opts.samples:
+        timing.pop("latency_samples_ms")
     return {
         "model": model, "size_bytes": os.path.getsize(model), "runtime": engine_info,
         "measured_on": describe_host(), **timing,
@@ -124,6 +127,7 @@ def _parser() -> argparse.ArgumentParser:
                    choices=["top1_agreement", "cosine"])
     p.add_argument("--eval-batch", type=int, default=32)
     p.add_argument("--progress", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--samples", action="store_true", help="include every latency in the JSON")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     return p
 
@@ -148,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     meter, note = detect()
     opts = BenchOptions(threads=args.threads, warmup=args.warmup, runs=args.runs,
                         seconds=args.seconds, metric=args.metric, primary=args.primary,
-                        eval_batch=args.eval_batch, progress=args.progress)
+                        eval_batch=args.eval_batch, progress=args.progress,
+                        samples=args.samples)
     try:
         result = bench(args.model, args.inputs, opts, eval_inputs=args.eval_inputs,
                        meter=meter, meter_note=note)

@@ -55,7 +55,7 @@ def measure(session: Session, feeds: dict[str, np.ndarray], *, warmup: int = 10,
     stats = summarize_latencies(latencies)
     return {
         "runs": len(latencies), "warmup": warmup, "batch_size": batch,
-        "latency_ms": stats,
+        "latency_ms": stats, "latency_samples_ms": latencies, "window_s": window_s,
         "throughput_per_s": batch * len(latencies) / window_s if window_s > 0 else None,
         "peak_rss_mb": peak_rss_mb(),
         "energy": energy,

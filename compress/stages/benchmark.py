@@ -7,6 +7,7 @@ it is the same code that runs on a device.
 from __future__ import annotations
 
 import json
+import math
 import os
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, Pos
 
 from compress.errors import ModelError
 from compress.stagebase import StageConfig, register
+from runtimes.measure import summarize_latencies
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
@@ -26,8 +28,11 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 class Benchmark(StageConfig):
     type: Literal["benchmark"] = "benchmark"
     warmup: NonNegativeInt = 10
-    runs: PositiveInt = Field(100, description="timed runs (at least)")
+    runs: PositiveInt = Field(100, description="timed runs (at least), over all rounds")
     min_seconds: NonNegativeFloat = Field(0.0, description="keep timing at least this long")
+    rounds: PositiveInt = Field(
+        3, description="measure the variants in turn this many times and pool the latencies, "
+        "so drift on a busy machine hits every variant alike (ratios stay comparable)")
     eval_batch: PositiveInt = Field(32, description="batch for the metric when batch is dynamic")
     timeout_s: PositiveFloat = Field(900, description="give up on one measurement after this")
 
@@ -62,8 +67,9 @@ def write_inputs(ctx, folder: Path) -> tuple[Path | None, Path | None, dict | No
 
 def _command(path: Path, inputs, evaluation, threads: int, config: Benchmark, metric) -> list:
     cmd = [sys.executable, "-m", "runtimes", "bench", str(path), "--json", "--progress",
-           "--threads", str(threads), "--warmup", str(config.warmup),
-           "--runs", str(config.runs), "--seconds", str(config.min_seconds),
+           "--samples", "--threads", str(threads), "--warmup", str(config.warmup),
+           "--runs", str(math.ceil(config.runs / config.rounds)),
+           "--seconds", str(config.min_seconds / config.rounds),
            "--eval-batch", str(config.eval_batch)]
     if inputs:
         cmd += ["--inputs", str(inputs)]
@@ -101,6 +107,18 @@ def measure_in_subprocess(cmd: list, timeout: float, advance) -> dict:
     return json.loads(stdout)
 
 
+def pool_rounds(rounds: list[dict]) -> dict:
+    """One result from several rounds: latencies pooled, worst memory, first metric."""
+    pooled = dict(rounds[0])
+    samples = [ms for r in rounds for ms in r.pop("latency_samples_ms")]
+    pooled.update(
+        latency_ms=summarize_latencies(samples), runs=len(samples),
+        throughput_per_s=pooled["batch_size"] * len(samples) / sum(r["window_s"] for r in rounds),
+        peak_rss_mb=max(r["peak_rss_mb"] for r in rounds),
+        model_rss_mb=max(r["model_rss_mb"] for r in rounds))
+    return pooled
+
+
 def _record(result: dict, artifact, target: str, metric_info, is_baseline: bool) -> dict:
     metric = None
     if result.get("metric") and metric_info:
@@ -125,15 +143,19 @@ def run(candidates, config: Benchmark, ctx) -> list[dict]:
     inputs, evaluation, metric_info = write_inputs(ctx, ctx.out_dir)
     if metric_info is not None:
         metric_info["primary"] = ctx.metric().primary if metric_info["name"] == "fidelity" else None
-    results = []
-    for artifact, is_baseline in candidates:
-        for target_name, profile in ctx.targets:
-            # More threads than the measuring machine has cores only measures contention.
-            cores = os.cpu_count() or 1
-            threads = min(profile.runtime.threads or cores, cores)
-            cmd = _command(ctx.path(artifact), inputs, evaluation, threads, config, metric_info)
-            label = f"benchmark {artifact.id} on {target_name} ({threads} threads)"
-            with ctx.progress.task(label, config.runs) as advance:
-                result = measure_in_subprocess(cmd, config.timeout_s, advance)
-            results.append(_record(result, artifact, target_name, metric_info, is_baseline))
-    return results
+    cores = os.cpu_count() or 1
+    # More threads than the measuring machine has cores only measures contention.
+    jobs = [(artifact, is_baseline, target, min(profile.runtime.threads or cores, cores))
+            for artifact, is_baseline in candidates for target, profile in ctx.targets]
+    rounds = {index: [] for index in range(len(jobs))}
+    for round_index in range(config.rounds):
+        for index, (artifact, _, target, threads) in enumerate(jobs):
+            # The metric does not change between rounds: evaluate in the first one only.
+            cmd = _command(ctx.path(artifact), inputs, evaluation if round_index == 0 else None,
+                           threads, config, metric_info)
+            label = (f"benchmark {artifact.id} on {target} ({threads} threads, round "
+                     f"{round_index + 1}/{config.rounds})")
+            with ctx.progress.task(label, math.ceil(config.runs / config.rounds)) as advance:
+                rounds[index].append(measure_in_subprocess(cmd, config.timeout_s, advance))
+    return [_record(pool_rounds(rounds[index]), artifact, target, metric_info, is_baseline)
+            for index, (artifact, is_baseline, target, _) in enumerate(jobs)]
