@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup clean efficientnet
+.PHONY: demo test setup clean efficientnet prune-distill
 
 setup: $(STAMP)
 
@@ -24,6 +24,12 @@ demo: $(STAMP) examples/quickstart/digits_cnn.pt
 
 efficientnet: $(STAMP)
 	$(VENV)/bin/compress run examples/efficientnet_lite0/pipeline.yaml
+
+examples/prune_distill/mnist_cnn.pt: $(STAMP) examples/prune_distill/train.py examples/prune_distill/model.py
+	$(PY) examples/prune_distill/train.py --out $@
+
+prune-distill: $(STAMP) examples/prune_distill/mnist_cnn.pt
+	$(VENV)/bin/compress run examples/prune_distill/pipeline.yaml
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)

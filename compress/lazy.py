@@ -19,6 +19,7 @@ _PIP_NAMES = {
     "onnxruntime.quantization": "onnxruntime",
     "neural_compressor": "neural-compressor",
     "litert_torch": "litert-torch",
+    "torch_pruning": "torch-pruning",
 }
 
 

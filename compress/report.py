@@ -4,6 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from compress.artifacts import write_json_atomic
+from compress.model_table import format_count
 
 _BUDGET_UNITS = {"latency_p90_ms": "ms", "peak_memory_mb": "MB", "model_size_mb": "MB",
                  "energy_mj": "mJ", "accuracy_drop": ""}
@@ -47,12 +48,13 @@ def _fits(verdicts, benchmarks: list[dict]) -> list[dict]:
     return rows
 
 
-def build_report(pipeline, manifest: dict, artifacts, benchmarks, verdicts, *, gated: set,
-                 passed: bool, strict: bool) -> dict:
+def build_report(pipeline, manifest: dict, artifacts, benchmarks, verdicts, models, *,
+                 gated: set, passed: bool, strict: bool) -> dict:
     return {
         "pipeline": {"name": pipeline.name, "config_sha256": manifest["config_sha256"]},
         "manifest": manifest,
         "artifacts": [a.to_dict() for a in artifacts],
+        "models": models,
         "benchmarks": benchmarks,
         "gains": _gains(benchmarks),
         "verdicts": [v.to_dict() for v in verdicts],
@@ -77,6 +79,19 @@ def _artifact_table(report: dict) -> list[str]:
     for a in report["artifacts"]:
         lines.append(f"| {a['id']} | {a['format']} | {a['precision']} | {a['parent'] or '—'} | "
                      f"{a['size_bytes'] / 2**20:.3f} | {a['sha256'][:12]} |")
+    return lines
+
+
+def _model_table(report: dict) -> list[str]:
+    lines = ["| artifact | format | precision | parameters | MACs | weight sparsity | metric | size (MB) |",
+             "|---|---|---|---:|---:|---:|---:|---:|"]
+    for m in report["models"]:
+        metric = (f"{m['metric_name']} {m['metric']:.4f} ({m['measured_with']})"
+                  if m["metric"] is not None else "—")
+        sparsity = f"{m['sparsity']:.1%}" if m["sparsity"] is not None else "—"
+        lines.append(f"| {m['artifact']} | {m['format']} | {m['precision']} | "
+                     f"{format_count(m['parameters'])} | {format_count(m['macs'])} | {sparsity} | "
+                     f"{metric} | {m['size_bytes'] / 2**20:.3f} |")
     return lines
 
 
@@ -122,7 +137,8 @@ def render_markdown(report: dict) -> str:
     lines += [f"| {f['target']} | {f['artifact']}{' (baseline)' if f['baseline'] else ''} | {f['fits']} |"
               for f in report["fits"]]
     host = m["host"]
-    lines += ["", "## Artifacts", "", *_artifact_table(report), "",
+    lines += ["", "## What each stage did to the model", "", *_model_table(report), "",
+              "## Artifacts", "", *_artifact_table(report), "",
               f"## Benchmarks (measured on {host['arch']} {host['cpu']}, batch as declared)", "",
               *_benchmark_table(report), "",
               "peak MB is the benchmark process's peak resident memory; (model) is that minus "

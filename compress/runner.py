@@ -16,6 +16,7 @@ from compress.config import Pipeline
 from compress.context import RunContext
 from compress.errors import CompressError, ConfigError, DataError, StageError
 from compress.manifest import build_manifest, package_versions
+from compress.model_table import model_rows
 from compress.model_source import (build_torch_model, check_onnx_file, check_torch_inputs,
                                    source_digest, write_source)
 from compress.progress import Progress
@@ -203,12 +204,13 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
         except BaseException:  # an error, a bug or Ctrl-C: keep nothing from this run
             _roll_back(ctx, created_run_dir)
             raise
+        models = model_rows(ctx, artifacts, benchmarks)
         verdicts = _verdicts(benchmarks, ctx)
         passed = _passed(gated_verdicts(verdicts, benchmarks, gated), strict)
         config_text = config_text or pipeline.model_dump_json()
         manifest = build_manifest(pipeline, hashlib.sha256(config_text.encode()).hexdigest(),
                                   artifacts[0].sha256, targets)
-        report = build_report(pipeline, manifest, artifacts, benchmarks, verdicts,
+        report = build_report(pipeline, manifest, artifacts, benchmarks, verdicts, models,
                               gated=gated, passed=passed, strict=strict)
         write_reports(run_dir, report)
     return Result(run_dir, artifacts, benchmarks, verdicts, passed, report)
