@@ -9,7 +9,7 @@ from importlib import metadata
 from runtimes.hostinfo import describe_host
 
 PACKAGES = ("edge-compress", "torch", "onnx", "onnxscript", "onnxruntime", "numpy",
-            "pydantic", "neural-compressor", "ai-edge-litert", "litert-torch")
+            "pydantic", "torch-pruning", "neural-compressor", "ai-edge-litert", "litert-torch")
 
 
 def package_versions() -> dict:

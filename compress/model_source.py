@@ -34,17 +34,17 @@ def build_torch_model(pipeline: Pipeline):
         raise ModelError(f"model.torch.factory '{spec.factory}' returned "
                          f"{type(model).__name__}, not a torch.nn.Module")
     if spec.checkpoint:
-        _load_checkpoint(model, pipeline.resolve(spec.checkpoint), torch)
+        load_checkpoint(model, pipeline.resolve(spec.checkpoint), torch)
     return model.eval()
 
 
-def _load_checkpoint(model, path: Path, torch) -> None:
+def load_checkpoint(model, path: Path, torch, what: str = "model.torch.checkpoint") -> None:
     if not path.is_file():
-        raise ModelError(f"model.torch.checkpoint: file not found: {path}")
+        raise ModelError(f"{what}: file not found: {path}")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # corrupt file, pickle that is not plain weights
-        raise ModelError(f"model.torch.checkpoint: cannot load {path} with "
+        raise ModelError(f"{what}: cannot load {path} with "
                          f"torch.load(weights_only=True): {_first_line(exc)}. Save it with "
                          "torch.save(model.state_dict(), path)") from None
     if isinstance(state, dict) and "state_dict" in state and isinstance(state["state_dict"], dict):
@@ -53,7 +53,7 @@ def _load_checkpoint(model, path: Path, torch) -> None:
         model.load_state_dict(state)
     except (RuntimeError, TypeError, AttributeError) as exc:
         detail = " ".join(str(exc).split())[:600]
-        raise ModelError(f"model.torch.checkpoint {path.name} does not match the factory's "
+        raise ModelError(f"{what} {path.name} does not match the factory's "
                          f"model: {detail}") from None
 
 
@@ -90,21 +90,39 @@ def check_onnx_file(path: Path, pipeline: Pipeline) -> None:
         raise ModelError(f"model.inputs declares {declared} but {path.name} has inputs {actual}")
 
 
+def factory_digest(spec: str, base_dir: Path) -> str:
+    """Digest of the code of the module that defines a `module:callable` factory."""
+    factory = import_callable(spec, base_dir, ModelError, spec)
+    try:
+        source = inspect.getsource(inspect.getmodule(factory))
+    except (OSError, TypeError):
+        source = spec  # a builtin or compiled factory: its checkpoint identifies it
+    return hashlib.sha256(source.encode()).hexdigest()
+
+
+def external_digest(items: tuple[str, ...], pipeline: Pipeline) -> str:
+    """Digest of the files and factory modules a stage names (see external_inputs)."""
+    h = hashlib.sha256()
+    for item in items:
+        path = pipeline.resolve(item)
+        if path.is_file():
+            h.update(sha256_file(path).encode())
+        elif ":" in item:
+            h.update(factory_digest(item, pipeline.base_dir).encode())
+        else:
+            h.update(f"missing:{item}".encode())
+    return h.hexdigest()
+
+
 def source_digest(pipeline: Pipeline) -> str:
     """What identifies the source model: file digests plus the factory's own code."""
-    h = hashlib.sha256()
     if pipeline.model.onnx:
-        h.update(sha256_file(pipeline.resolve(pipeline.model.onnx)).encode())
-        return h.hexdigest()
+        return sha256_file(pipeline.resolve(pipeline.model.onnx))
     spec = pipeline.model.torch
-    h.update(spec.model_dump_json().encode())
+    h = hashlib.sha256(spec.model_dump_json().encode())
     if spec.checkpoint:
         h.update(sha256_file(pipeline.resolve(spec.checkpoint)).encode())
-    factory = import_callable(spec.factory, pipeline.base_dir, ModelError, "model.torch.factory")
-    try:
-        h.update(inspect.getsource(inspect.getmodule(factory)).encode())
-    except (OSError, TypeError):
-        pass  # a builtin or compiled factory: its checkpoint digest identifies it
+    h.update(factory_digest(spec.factory, pipeline.base_dir).encode())
     return h.hexdigest()
 
 

@@ -18,7 +18,7 @@ from compress.errors import CompressError, ConfigError, DataError, StageError
 from compress.manifest import build_manifest, package_versions
 from compress.model_table import model_rows
 from compress.model_source import (build_torch_model, check_onnx_file, check_torch_inputs,
-                                   source_digest, write_source)
+                                   external_digest, source_digest, write_source)
 from compress.progress import Progress
 from compress.report import build_report, write_reports
 from compress.stagebase import STAGES
@@ -61,7 +61,8 @@ def _preflight(ctx: RunContext) -> None:
         ctx.dataset(role)
     for index, stage in enumerate(pipeline.stages, start=1):
         for role in stage.required_data():
-            ctx.require_dataset(role, f"stage {index} ({stage.type}, {getattr(stage, 'scheme', '')})")
+            kind = getattr(stage, "scheme", None) or getattr(stage, "method", None)
+            ctx.require_dataset(role, f"stage {index} ({stage.type}{', ' + kind if kind else ''})")
     evaluation = ctx.dataset("evaluation")
     if evaluation is not None and ctx.metric().type == "accuracy" and evaluation.labels is None:
         raise DataError("data.metric is accuracy but data.evaluation has no labels; return "
@@ -110,7 +111,7 @@ def _roll_back(ctx: RunContext, created_run_dir: bool) -> None:
 
 def _data_digests(ctx: RunContext) -> dict:
     return {role: (ctx.dataset(role).digest if ctx.dataset(role) else None)
-            for role in ("calibration", "evaluation")}
+            for role in ("calibration", "evaluation", "train")}
 
 
 def _run_stages(ctx: RunContext, force: bool) -> tuple[list[Artifact], list[str], object]:
@@ -129,7 +130,8 @@ def _run_stages(ctx: RunContext, force: bool) -> tuple[list[Artifact], list[str]
         parent = by_name[stage.input] if stage.input else previous
         consumed.add(parent.id)
         settings = stage.model_dump(mode="json", exclude={"name"})
-        key = cache_key(stage.type, settings, parent.sha256, _data_digests(ctx), _versions_key())
+        key = cache_key(stage.type, settings, parent.sha256, _data_digests(ctx), _versions_key(),
+                        external_digest(stage.external_inputs(), pipeline))
 
         def make(stage=stage, spec=spec, parent=parent, settings=settings):
             return spec.run(parent, stage, ctx), stage.type, parent.id, settings
@@ -143,13 +145,24 @@ def _run_stages(ctx: RunContext, force: bool) -> tuple[list[Artifact], list[str]
     return artifacts, sorted(consumed), benchmark_stage
 
 
-def _candidates(artifacts: list[Artifact], consumed: list[str]) -> list[tuple[Artifact, bool]]:
-    """The FP32 ONNX baseline plus every final (unconsumed) deployable artifact."""
+def _candidates(artifacts: list[Artifact], consumed: list[str],
+                chosen: tuple[str, ...] | None) -> list[tuple[Artifact, bool]]:
+    """The FP32 ONNX baseline plus the artifacts to measure: those named in the benchmark
+    stage, or else every final (unconsumed) deployable artifact."""
     deployable = [a for a in artifacts if a.format == "onnx"]
-    finals = [a for a in deployable if a.id not in consumed]
     baseline = next((a for a in deployable if a.precision == "fp32"), None)
-    candidates = [(baseline, True)] if baseline is not None and baseline not in finals else []
-    return candidates + [(a, False) for a in finals]
+    if chosen is None:
+        picked = [a for a in deployable if a.id not in consumed]
+    else:
+        by_id = {a.id: a for a in artifacts}
+        for name in chosen:
+            if name not in by_id or by_id[name].format != "onnx":
+                known = ", ".join(a.id for a in deployable)
+                raise ConfigError(f"benchmark.artifacts: '{name}' is not an ONNX artifact of "
+                                  f"this pipeline; ONNX artifacts: {known}")
+        picked = [by_id[name] for name in chosen if by_id[name] is not baseline]
+    candidates = [(baseline, True)] if baseline is not None and baseline not in picked else []
+    return candidates + [(a, False) for a in picked]
 
 
 def _benchmark(ctx: RunContext, bench_stage, candidates) -> list[dict]:
@@ -200,7 +213,8 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
             shutil.rmtree(stale, ignore_errors=True)
         try:
             artifacts, consumed, bench_stage = _run_stages(ctx, force)
-            benchmarks = _benchmark(ctx, bench_stage, _candidates(artifacts, consumed))
+            chosen = bench_stage[1].artifacts if bench_stage else None
+            benchmarks = _benchmark(ctx, bench_stage, _candidates(artifacts, consumed, chosen))
         except BaseException:  # an error, a bug or Ctrl-C: keep nothing from this run
             _roll_back(ctx, created_run_dir)
             raise

@@ -30,6 +30,11 @@ class StageConfig(Strict):
         """Data sections this stage cannot run without (checked before anything runs)."""
         return ()
 
+    def external_inputs(self) -> tuple[str, ...]:
+        """Checkpoint paths and `module:callable` factories this stage reads besides its
+        input artifact; their contents (not their names) go into the stage's cache key."""
+        return ()
+
 
 @dataclass(frozen=True)
 class StageSpec:

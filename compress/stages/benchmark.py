@@ -13,7 +13,7 @@ import subprocess
 import sys
 import tempfile
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Optional
 
 import numpy as np
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
@@ -35,6 +35,9 @@ class Benchmark(StageConfig):
         "so drift on a busy machine hits every variant alike (ratios stay comparable)")
     eval_batch: PositiveInt = Field(32, description="batch for the metric when batch is dynamic")
     timeout_s: PositiveFloat = Field(900, description="give up on one measurement after this")
+    artifacts: Optional[tuple[str, ...]] = Field(
+        None, description="stage names whose ONNX artifacts to measure beside the FP32 "
+        "baseline (default: every final artifact, i.e. one no later stage consumed)")
 
 
 def write_inputs(ctx, folder: Path) -> tuple[Path | None, Path | None, dict | None]:

@@ -10,9 +10,10 @@ away). Only the student is saved.
 from __future__ import annotations
 
 import copy
-from typing import Any, Literal, Optional, Union
+from typing import Annotated, Any, Literal, Optional, Union
 
-from pydantic import Field, NonNegativeFloat, PositiveFloat, model_validator
+from pydantic import (Discriminator, Field, NonNegativeFloat, PositiveFloat, Tag,
+                      model_validator)
 
 from compress.artifacts import Output
 from compress.errors import ModelError
@@ -22,7 +23,7 @@ from compress.stagebase import StageConfig, Strict, register
 from compress.training import TrainSettings, check_labels, train
 
 # compress.config imports every stage module to build its stage union, so a stage cannot
-# import TorchSource from it; these two mirror its fields (see the module docstring there).
+# import TorchSource from it: TeacherModel and StudentModel mirror its fields.
 _FACTORY = r"^[\w.]+:[\w.]+$"
 _PROBE_SAMPLES = 8  # a training batch this size checks shapes before any training
 _TEACHER_KEY = "\0teacher outputs"  # a NUL byte: no real input name clashes with it
@@ -57,11 +58,21 @@ class FeaturePair(Strict):
     teacher: str = Field(description="teacher module name whose output the student matches")
 
 
+def _word_or_mapping(value) -> str:
+    return "word" if isinstance(value, str) else "mapping"
+
+
+def _either(word: str, model: type):
+    """`word` or a mapping; the discriminator keeps errors to the form the user wrote."""
+    return Annotated[Union[Annotated[Literal[word], Tag("word")],
+                           Annotated[model, Tag("mapping")]], Discriminator(_word_or_mapping)]
+
+
 class Distill(StageConfig):
     type: Literal["distill"] = "distill"
-    teacher: Union[Literal["source"], TeacherModel] = Field(
+    teacher: _either("source", TeacherModel) = Field(
         "source", description="`source` (the model as given) or {factory, checkpoint, kwargs}")
-    student: Union[Literal["input"], StudentModel] = Field(
+    student: _either("input", StudentModel) = Field(
         "input", description="`input` (the artifact this stage receives) or {factory, "
         "kwargs, checkpoint} for another (smaller) architecture")
     temperature: PositiveFloat = Field(4.0, description="softmax temperature T of the KL term")
@@ -70,6 +81,10 @@ class Distill(StageConfig):
     features: tuple[FeaturePair, ...] = Field((), description="intermediate outputs to match")
     feature_weight: NonNegativeFloat = Field(1.0, description="weight of the feature MSE")
     train: TrainSettings = TrainSettings()
+
+    def external_inputs(self) -> tuple[str, ...]:
+        models = [m for m in (self.teacher, self.student) if not isinstance(m, str)]
+        return tuple(item for m in models for item in (m.factory, m.checkpoint) if item)
 
     def required_data(self) -> tuple[str, ...]:
         return ("train",)
@@ -92,13 +107,8 @@ def _call_factory(spec: str, kwargs: dict, ctx, what: str):
 
 
 def _load_weights(model, checkpoint: str, ctx, what: str) -> None:
-    from compress.model_source import _load_checkpoint
-    path = ctx.pipeline.resolve(checkpoint)
-    try:
-        _load_checkpoint(model, path, require("torch", "distill"))
-    except ModelError as exc:
-        # Its messages name the pipeline's own checkpoint field; name this stage's instead.
-        raise ModelError(str(exc).replace("model.torch.checkpoint", what, 1)) from None
+    from compress.model_source import load_checkpoint
+    load_checkpoint(model, ctx.pipeline.resolve(checkpoint), require("torch", "distill"), what)
 
 
 def _teacher(config: Distill, ctx) -> tuple[object, dict]:
@@ -134,8 +144,9 @@ def _student(config: Distill, artifact, ctx) -> tuple[object, str, dict]:
             raise ModelError(f"distill takes a torch model but got {artifact.format} artifact "
                              f"{artifact.id}; put distill before export.onnx, or name a "
                              "student architecture with `student: {factory: ...}`")
-        # The source module is shared by every stage: train a copy of it.
-        model = copy.deepcopy(ctx.torch_model(artifact))
+        model = ctx.torch_model(artifact)
+        if artifact.id == ctx.source_artifact.id:  # shared by every stage: train a copy
+            model = copy.deepcopy(model)
         return model, artifact.meta["factory"], dict(artifact.meta.get("kwargs", {}))
     spec = config.student
     model = _call_factory(spec.factory, spec.kwargs, ctx, "student.factory")

@@ -19,6 +19,7 @@ from compress.artifacts import Output
 from compress.errors import ModelError
 from compress.lazy import require
 from compress.model_stats import model_stats
+from compress.sparsity import apply_masks, magnitude_masks, nm_masks
 from compress.stagebase import StageConfig, register
 from compress.torch_eval import torch_metric
 from compress.training import TrainSettings, check_labels, train
@@ -188,42 +189,6 @@ def _channel_counts(model, torch) -> dict:
             for n, m in _weight_layers(model, torch)}
 
 
-def _keep_largest(scores, count: int, torch):
-    """Bool mask (shape of scores) that drops the `count` smallest entries."""
-    mask = torch.ones(scores.numel(), dtype=torch.bool)
-    if count > 0:
-        mask[torch.topk(scores.flatten(), count, largest=False).indices] = False
-    return mask.view_as(scores)
-
-
-def _magnitude_masks(layers: list, sparsity: float, scope: str, torch) -> dict:
-    if scope == "per-layer":
-        return {m: _keep_largest(m.weight.detach().abs(), round(sparsity * m.weight.numel()),
-                                 torch) for _, m in layers}
-    scores = torch.cat([m.weight.detach().abs().flatten() for _, m in layers])
-    flat = _keep_largest(scores, round(sparsity * scores.numel()), torch)
-    sizes = [m.weight.numel() for _, m in layers]
-    return {m: part.view_as(m.weight) for (_, m), part in zip(layers, flat.split(sizes))}
-
-
-def _nm_masks(layers: list, keep: int, m: int, torch) -> dict:
-    """Groups of m along the input dimension (dim 1, innermost as sparse kernels read it)."""
-    masks = {}
-    for _, module in layers:
-        weight = module.weight.detach().abs().movedim(1, -1)
-        groups = weight.reshape(-1, m)
-        mask = torch.zeros_like(groups, dtype=torch.bool)
-        mask.scatter_(1, groups.topk(keep, dim=1).indices, True)
-        masks[module] = mask.view_as(weight).movedim(-1, 1)
-    return masks
-
-
-def _apply_masks(masks: dict, torch) -> None:
-    with torch.no_grad():
-        for module, mask in masks.items():
-            module.weight.mul_(mask)
-
-
 def _loss_fn(teacher, torch):
     functional = torch.nn.functional
 
@@ -252,7 +217,7 @@ def _fine_tune(model, teacher, data, masks: dict, config: Prune, ctx, label: str
     finally:
         for hook in hooks:
             hook.remove()
-    _apply_masks(masks, torch)
+    apply_masks(masks, torch)
     return {"epochs_run": result.epochs_run, "best_epoch": result.best_epoch,
             "best_metric": result.best_metric, "history": result.history}
 
@@ -266,11 +231,11 @@ def _step_masks(model, config: Prune, ignored: set, step: int, torch) -> tuple[d
                          "is not a multiple of m")
     if config.method == "magnitude":
         target = config.sparsity * step / config.step_count
-        return (_magnitude_masks(layers, target, config.scope, torch),
+        return (magnitude_masks(layers, target, config.scope, torch),
                 f"{target:.0%} of weights zeroed ({config.scope})")
     # Gradual n:m keeps fewer per group each step: 2:4 in 2 steps is 3:4, then 2:4.
     keep = config.m - round((config.m - config.n) * step / config.step_count)
-    return _nm_masks(layers, keep, config.m, torch), f"{keep}:{config.m} sparsity"
+    return nm_masks(layers, keep, config.m, torch), f"{keep}:{config.m} sparsity"
 
 
 def _prune(model, teacher, config: Prune, ignored: set, ctx, example, torch) -> list:
@@ -288,10 +253,11 @@ def _prune(model, teacher, config: Prune, ignored: set, ctx, example, torch) -> 
                 _taylor_gradients(model, teacher, train_data, config, ctx.pipeline.seed, torch)
             _channel_step(pruner, config, initial, torch)
             model.zero_grad(set_to_none=True)
-            what = f"{config.sparsity * step / steps:.0%} channels ({config.scope}, {config.importance})"
+            what = (f"{config.sparsity * step / steps:.0%} channels "
+                    f"({config.scope}, {config.importance})")
         else:
             masks, what = _step_masks(model, config, ignored, step, torch)
-            _apply_masks(masks, torch)
+            apply_masks(masks, torch)
         ctx.progress.note(f"prune step {step}/{steps}: {what}")
         if config.train.epochs:
             pruned = torch_metric(model, ctx)  # before fine-tuning: what training recovered
@@ -332,7 +298,8 @@ def run(artifact, config: Prune, ctx) -> list[Output]:
     from compress.torch_artifacts import save_torch_model
     teacher = ctx.torch_model(artifact)  # the source's shared module: read, never modified
     model = copy.deepcopy(teacher).eval()
-    example = [torch.zeros(d.shape, dtype=getattr(torch, d.dtype)) for d in ctx.pipeline.model.inputs]
+    example = [torch.zeros(d.shape, dtype=getattr(torch, d.dtype))
+               for d in ctx.pipeline.model.inputs]
     if config.required_data():
         with torch.no_grad():
             classes = _first(model(*example)).shape[1]

@@ -110,7 +110,7 @@ def _stage_typo(project: Path) -> Path:
 
 def _unknown_stage_type(project: Path) -> Path:
     data = pipeline_dict()
-    data["stages"].insert(1, {"type": "prune", "sparsity": 0.5})
+    data["stages"].insert(1, {"type": "sparsify", "sparsity": 0.5})
     return write_pipeline(project, data)
 
 
@@ -246,8 +246,8 @@ CASES = [
          (_at_line("calibraton:", "stages.1.quantize.calibraton: unknown key"),),
          validate=True),
     Case("unknown-stage-type", _unknown_stage_type,
-         ("stages.1: unknown stage type 'prune'", "Known stage types:", "export.onnx",
-          "quantize", "benchmark"),
+         ("stages.1: unknown stage type 'sparsify'", "Known stage types:", "export.onnx",
+          "quantize", "benchmark", "prune", "distill"),
          validate=True),
     Case("wrong-type-runs", _runs_many,
          (_at_line("runs: many", "stages.2.benchmark.runs: Input should be a valid integer"),),

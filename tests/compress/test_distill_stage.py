@@ -8,7 +8,8 @@ import pytest
 import torch
 
 import compress
-from compress.errors import DataError, ModelError, StageError
+from compress.config import parse_pipeline
+from compress.errors import ConfigError, DataError, ModelError, StageError
 from compress.imports import import_callable
 from compress.torch_artifacts import load_torch_model
 from tests.conftest import QUICKSTART, pipeline_dict, run_cli, write_pipeline
@@ -56,6 +57,16 @@ def _evaluation():
 def _accuracy(predict) -> float:
     data = _evaluation()
     return float(np.mean(predict(data["image"]).argmax(1) == data["labels"]))
+
+
+@pytest.fixture(scope="module", autouse=True)
+def one_thread():
+    # The digits models are too small to gain from a second thread, and on a busy machine
+    # two threads wait on each other: one thread trains these students several times faster.
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 @pytest.fixture(scope="module")
@@ -109,17 +120,22 @@ def test_the_distilled_student_exports_to_a_working_onnx_model(distilled):
 def test_unlabelled_training_data_distills_on_soft_targets_alone(project):
     (project / "extra.py").write_text(EXTRA)
     path = _distill_pipeline(project, "unlabelled", student=SMALL,
-                             data={**DATA, "train": "extra:unlabelled"})
+                             data={**DATA, "train": "extra:unlabelled"},
+                             train={"epochs": 3, "lr": 0.01})
     meta = compress.run(path).artifacts[-1].meta
     assert meta["alpha"] == 1.0
-    assert meta["metric_after"] > meta["metric_before"] + 0.2
+    assert meta["metric_before"] < 0.2 and meta["metric_after"] > 0.85  # labels never seen
 
 
 def test_feature_distillation_projects_the_student_width(project):
+    # A teacher given by checkpoint alone is built with the pipeline's factory.
     path = _distill_pipeline(project, "features", student=SMALL,
+                             teacher={"checkpoint": "digits_cnn.pt"},
                              features=[{"student": "features.3", "teacher": "features.3"}])
     result = compress.run(path)
     meta = result.artifacts[-1].meta
+    assert meta["teacher"] == {"source": False, "factory": "model:build", "kwargs": {},
+                               "checkpoint": "digits_cnn.pt"}
     assert meta["features"] == [{"student": "features.3", "teacher": "features.3",
                                  "projection": "conv1x1 16->32"}]
     saved = torch.load(result.run_dir / result.artifacts[-1].path, weights_only=True)
@@ -136,6 +152,13 @@ def test_bad_feature_pairs_are_refused(project, pair, message):
     path = _distill_pipeline(project, "badpair", student=SMALL, features=[pair])
     with pytest.raises(StageError, match=message):
         compress.run(path)
+
+
+def test_a_teacher_without_weights_is_a_config_error():
+    data = pipeline_dict(data=DATA, targets=[],
+                         stages=[{"type": "distill", "teacher": {"kwargs": {"width": 32}}}])
+    with pytest.raises(ConfigError, match="give the teacher's `checkpoint`"):
+        parse_pipeline(data)
 
 
 def test_distill_without_training_data_fails_before_anything_runs(project):
