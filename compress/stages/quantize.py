@@ -16,10 +16,11 @@ from compress.stagebase import StageConfig, register
 
 # Measured here (x86-64 with AVX-512 VNNI, 2 threads, onnxruntime 1.31, batch 1): dynamic
 # INT8 turns every Conv into ConvInteger, which has no fast kernel. EfficientNet-Lite0:
-# 102 ms vs 6.1 ms FP32 (16.6x slower, top-1 agreement 0.69); quickstart CNN: 4.8x slower.
+# 102 ms vs 6.1 ms and 77 ms vs 5.9 ms FP32 in two runs (13-17x slower, top-1 agreement
+# 0.69); quickstart CNN: 4.8x slower.
 CONV_DYNAMIC_WARNING = (
     "int8-dynamic turns every Conv into ConvInteger, which onnxruntime runs far slower than "
-    "float: measured 16.6x slower than FP32 on EfficientNet-Lite0 and 4.8x slower on the "
+    "float: measured 13-17x slower than FP32 on EfficientNet-Lite0 and 4.8x slower on the "
     "quickstart CNN. Use `scheme: int8-static` with calibration data for convolutional "
     "models, or set `force: true` to quantize dynamically anyway")
 
