@@ -2,6 +2,25 @@
 from __future__ import annotations
 
 
+def weight_layers(model) -> list:
+    """(name, module) of every Conv and Linear layer: the layers that carry the weights."""
+    import torch
+    kinds = (torch.nn.modules.conv._ConvNd, torch.nn.Linear)
+    return [(n, m) for n, m in model.named_modules() if isinstance(m, kinds)]
+
+
+def forward_with_hooks(model, inputs: list, hooks: dict) -> None:
+    """One no-grad forward pass with `{module: forward hook}` attached, then removed."""
+    import torch
+    handles = [module.register_forward_hook(hook) for module, hook in hooks.items()]
+    try:
+        with torch.no_grad():
+            model(*inputs)
+    finally:
+        for handle in handles:
+            handle.remove()
+
+
 def count_macs(model, example_inputs: list) -> int:
     """Multiply-accumulates of one forward pass, counted on Conv and Linear layers (the
     layers that dominate inference cost; norms and activations are ignored)."""
@@ -16,18 +35,9 @@ def count_macs(model, example_inputs: list) -> int:
     def linear_hook(module, _inputs, output):
         total[0] += output.numel() * module.in_features
 
-    hooks = []
-    for module in model.modules():
-        if isinstance(module, torch.nn.modules.conv._ConvNd):
-            hooks.append(module.register_forward_hook(conv_hook))
-        elif isinstance(module, torch.nn.Linear):
-            hooks.append(module.register_forward_hook(linear_hook))
-    try:
-        with torch.no_grad():
-            model(*example_inputs)
-    finally:
-        for hook in hooks:
-            hook.remove()
+    forward_with_hooks(model, example_inputs, {
+        module: linear_hook if isinstance(module, torch.nn.Linear) else conv_hook
+        for _, module in weight_layers(model)})
     return total[0]
 
 
@@ -35,8 +45,7 @@ def model_stats(model, example_inputs: list) -> dict:
     """Parameters, MACs per inference (batch as given) and weight sparsity."""
     import torch
 
-    weights = [m.weight for m in model.modules()
-               if isinstance(m, (torch.nn.modules.conv._ConvNd, torch.nn.Linear))]
+    weights = [m.weight for _, m in weight_layers(model)]
     weight_count = sum(w.numel() for w in weights)
     zeros = sum(int((w == 0).sum()) for w in weights)
     return {"parameters": sum(p.numel() for p in model.parameters()),

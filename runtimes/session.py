@@ -6,6 +6,7 @@ once against this interface so numbers are comparable across engines.
 """
 from __future__ import annotations
 
+import abc
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -22,15 +23,16 @@ class TensorSpec:
         return bool(self.shape) and not isinstance(self.shape[0], int)
 
 
-class Session:
+class Session(abc.ABC):
     """Base class: adapters fill in `inputs`, `outputs`, `engine` and `run`."""
 
     engine: str = "none"
     inputs: Sequence[TensorSpec] = ()
     outputs: Sequence[str] = ()
 
+    @abc.abstractmethod
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-        raise NotImplementedError  # pragma: no cover - abstract
+        """Run the model once; outputs in the model's output order."""
 
     def describe(self) -> dict:
         """Engine details for the report (version, providers, threads)."""

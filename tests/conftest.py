@@ -45,13 +45,18 @@ def digits_checkpoint(tmp_path_factory) -> Path:
     return path
 
 
+def fill_project(folder: Path, checkpoint: Path) -> Path:
+    """Put the quickstart model/data modules and a trained checkpoint into `folder`."""
+    for name in ("model.py", "data.py"):
+        shutil.copy(QUICKSTART / name, folder / name)
+    shutil.copy(checkpoint, folder / "digits_cnn.pt")
+    return folder
+
+
 @pytest.fixture
 def project(tmp_path, digits_checkpoint) -> Path:
     """A folder with the quickstart model/data modules and the trained checkpoint."""
-    for name in ("model.py", "data.py"):
-        shutil.copy(QUICKSTART / name, tmp_path / name)
-    shutil.copy(digits_checkpoint, tmp_path / "digits_cnn.pt")
-    return tmp_path
+    return fill_project(tmp_path, digits_checkpoint)
 
 
 def pipeline_dict(**overrides) -> dict:

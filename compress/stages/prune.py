@@ -18,7 +18,7 @@ from pydantic import Field, PositiveInt, model_validator
 from compress.artifacts import Output
 from compress.errors import ModelError
 from compress.lazy import require
-from compress.model_stats import model_stats
+from compress.model_stats import forward_with_hooks, model_stats, weight_layers
 from compress.sparsity import apply_masks, magnitude_masks, nm_masks
 from compress.stagebase import StageConfig, register
 from compress.torch_eval import torch_metric
@@ -86,22 +86,11 @@ def _first(output):
     return output[0] if isinstance(output, (tuple, list)) else output
 
 
-def _weight_layers(model, torch) -> list:
-    kinds = (torch.nn.modules.conv._ConvNd, torch.nn.Linear)
-    return [(n, m) for n, m in model.named_modules() if isinstance(m, kinds)]
-
-
 def _output_layer(model, example, torch) -> str:
     """The last Conv/Linear to run produces the outputs (the classes): never pruned."""
-    order, hooks = [], []
-    for name, module in _weight_layers(model, torch):
-        hooks.append(module.register_forward_hook(lambda *_, name=name: order.append(name)))
-    try:
-        with torch.no_grad():
-            model(*example)
-    finally:
-        for hook in hooks:
-            hook.remove()
+    order = []
+    forward_with_hooks(model, example, {module: (lambda *_, name=name: order.append(name))
+                                        for name, module in weight_layers(model)})
     if not order:
         raise ModelError("prune found no Conv or Linear layer in the model: nothing to prune")
     return order[-1]
@@ -111,7 +100,7 @@ def _ignored(model, config: Prune, example, torch) -> set:
     names = {n for n, _ in model.named_modules() if n}
     unknown = [n for n in config.ignore if n not in names]
     if unknown:
-        valid = ", ".join(n for n, _ in _weight_layers(model, torch)[:12])
+        valid = ", ".join(n for n, _ in weight_layers(model)[:12])
         raise ModelError(f"prune.ignore names {unknown}, which the model does not have; "
                          f"its Conv/Linear layers include: {valid}")
     return {*config.ignore, _output_layer(model, example, torch)}
@@ -186,7 +175,7 @@ def _taylor_gradients(model, teacher, data, config: Prune, seed: int, torch) -> 
 
 def _channel_counts(model, torch) -> dict:
     return {n: getattr(m, "out_channels", getattr(m, "out_features", None))
-            for n, m in _weight_layers(model, torch)}
+            for n, m in weight_layers(model)}
 
 
 def _loss_fn(teacher, torch):
@@ -223,7 +212,7 @@ def _fine_tune(model, teacher, data, masks: dict, config: Prune, ctx, label: str
 
 
 def _step_masks(model, config: Prune, ignored: set, step: int, torch) -> tuple[dict, str]:
-    layers = [(n, m) for n, m in _weight_layers(model, torch) if not _is_ignored(n, ignored)
+    layers = [(n, m) for n, m in weight_layers(model) if not _is_ignored(n, ignored)
               and (config.method != "n:m" or m.weight.shape[1] % config.m == 0)]
     if not layers:
         raise ModelError(f"prune found no layer to prune besides the output layer and the ignored "
@@ -271,7 +260,7 @@ def _layers_meta(before: dict, model, config: Prune, ignored: set, torch) -> dic
     if config.method == "channel":
         after = _channel_counts(model, torch)
         return {"layers": {n: {"before": c, "after": after[n]} for n, c in before.items()}}
-    layers = _weight_layers(model, torch)
+    layers = weight_layers(model)
     meta = {"layers": {n: {"weights": m.weight.numel(), "sparsity": round(
         float((m.weight == 0).float().mean()), 6)} for n, m in layers}, "note": MAGNITUDE_NOTE}
     if config.method == "n:m":

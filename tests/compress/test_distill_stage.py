@@ -1,5 +1,4 @@
 """`distill`: a smaller student learns from the trained digits CNN, on real digits data."""
-import shutil
 import textwrap
 
 import numpy as np
@@ -12,7 +11,7 @@ from compress.config import parse_pipeline
 from compress.errors import ConfigError, DataError, ModelError, StageError
 from compress.imports import import_callable
 from compress.torch_artifacts import load_torch_model
-from tests.conftest import QUICKSTART, pipeline_dict, run_cli, write_pipeline
+from tests.conftest import QUICKSTART, fill_project, pipeline_dict, run_cli, write_pipeline
 
 DATA = {"calibration": "data:calibration", "evaluation": "data:evaluation",
         "train": "data:train", "metric": {"type": "accuracy"}}
@@ -72,10 +71,7 @@ def one_thread():
 @pytest.fixture(scope="module")
 def distilled(tmp_path_factory, digits_checkpoint):
     """distill (width 16 -> width 8) then export.onnx, run once for several tests."""
-    folder = tmp_path_factory.mktemp("distill")
-    for name in ("model.py", "data.py"):
-        shutil.copy(QUICKSTART / name, folder / name)
-    shutil.copy(digits_checkpoint, folder / "digits_cnn.pt")
+    folder = fill_project(tmp_path_factory.mktemp("distill"), digits_checkpoint)
     stages = [{"type": "distill", "student": SMALL, "train": {"epochs": 4, "lr": 0.01}},
               {"type": "export.onnx"}]
     path = write_pipeline(folder, pipeline_dict(data=DATA, stages=stages, targets=[]))

@@ -1,22 +1,18 @@
 """End to end: the digits CNN -> ONNX -> INT8 -> benchmark -> verdicts -> report."""
 import json
-import shutil
 
 import pytest
 
 import compress
 from compress.artifacts import sha256_file
-from tests.conftest import QUICKSTART, pipeline_dict, run_cli, write_pipeline
+from tests.conftest import fill_project, pipeline_dict, run_cli, write_pipeline
 
 REPORT_KEYS = {"pipeline", "manifest", "artifacts", "benchmarks", "verdicts", "passed"}
 
 
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory, digits_checkpoint):
-    folder = tmp_path_factory.mktemp("e2e")
-    for name in ("model.py", "data.py"):
-        shutil.copy(QUICKSTART / name, folder / name)
-    shutil.copy(digits_checkpoint, folder / "digits_cnn.pt")
+    folder = fill_project(tmp_path_factory.mktemp("e2e"), digits_checkpoint)
     path = write_pipeline(folder, pipeline_dict(targets=["host-cpu", "rpi4"]))
     return folder, path, compress.run(path)
 
