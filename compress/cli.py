@@ -78,10 +78,22 @@ COMMANDS = {"run": _cmd_run, "validate": _cmd_validate, "schema": _cmd_schema,
             "profiles": _cmd_profiles}
 
 
+# Installed by the `pipeline` extra; a device install (`[device]`) has only the runtimes.
+PIPELINE_PACKAGES = {"pydantic", "yaml", "rich", "torch", "onnx", "onnxscript", "torch_pruning"}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return COMMANDS[args.command](args)
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] not in PIPELINE_PACKAGES:
+            raise
+        print(f"error: `compress {args.command}` needs the package '{exc.name}', which comes "
+              "with the pipeline extra: pip install -c constraints.txt "
+              "\"edge-compress[pipeline]\" (this looks like a device install, which has only "
+              "`python -m runtimes bench`)", file=sys.stderr)
+        return 2
     except CompressError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
