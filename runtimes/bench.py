@@ -36,12 +36,16 @@ class BenchOptions:
     eval_batch: int = 32               # batch for evaluation when the batch dim is dynamic
     progress: bool = False             # "@progress done total" lines on stderr
     samples: bool = False              # include every latency (pooling across rounds)
+    xnnpack: bool = True               # LiteRT: XNNPACK delegate (off: built-in kernels)
 
 
 def _import_engine(engine: str) -> None:
     # Imported before the idle RSS reading so the model's share excludes the library.
     if engine == "onnxruntime":
         import onnxruntime  # noqa: F401
+    elif engine == "litert":
+        from runtimes.litert_session import interpreter_module
+        interpreter_module()
 
 
 def _progress_printer(enabled: bool):
@@ -58,7 +62,7 @@ def _progress_printer(enabled: bool):
 
 
 def _evaluate(session, data: dict[str, np.ndarray], opts: BenchOptions) -> dict | None:
-    model_inputs = {s.name: data[s.name] for s in session.inputs}
+    model_inputs = feeds_mod.select_inputs(data, session.inputs)
     labels, reference = data.get(feeds_mod.LABELS_KEY), data.get(feeds_mod.REFERENCE_KEY)
     metric = opts.metric or ("accuracy" if labels is not None else
                              "fidelity" if reference is not None else None)
@@ -82,11 +86,12 @@ def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str |
     _import_engine(engine)
     data = feeds_mod.read_npz(inputs) if inputs else None
     idle_rss = current_rss_mb()
-    session = load(model, engine=engine, threads=opts.threads)
+    session = load(model, engine=engine, threads=opts.threads, xnnpack=opts.xnnpack)
     try:
         if data is not None:
             batch = feeds_mod.batch_size_for(session.inputs, 1)
-            feeds = {s.name: data[s.name][:batch] for s in session.inputs if s.name in data}
+            feeds = {name: array[:batch] for name, array in
+                     feeds_mod.select_inputs(data, session.inputs).items()}
             feeds_mod.check_feeds(feeds, session.inputs)
         else:
             feeds = feeds_mod.synthetic_feeds(session.inputs)
@@ -114,7 +119,7 @@ def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str |
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m runtimes bench",
                                 description="Measure latency, memory and quality of a model.")
-    p.add_argument("model", help="model file (.onnx)")
+    p.add_argument("model", help="model file (.onnx or .tflite)")
     p.add_argument("--inputs", help=".npz with one array per model input (+ __labels__ "
                    "or __reference__ for the metric); random inputs when omitted")
     p.add_argument("--eval", dest="eval_inputs", help=".npz for the metric (default: --inputs)")
@@ -128,6 +133,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-batch", type=int, default=32)
     p.add_argument("--progress", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--samples", action="store_true", help="include every latency in the JSON")
+    p.add_argument("--no-xnnpack", dest="xnnpack", action="store_false",
+                   help="LiteRT: run the built-in kernels instead of the XNNPACK delegate")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     return p
 
@@ -153,7 +160,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = BenchOptions(threads=args.threads, warmup=args.warmup, runs=args.runs,
                         seconds=args.seconds, metric=args.metric, primary=args.primary,
                         eval_batch=args.eval_batch, progress=args.progress,
-                        samples=args.samples)
+                        samples=args.samples, xnnpack=args.xnnpack)
     try:
         result = bench(args.model, args.inputs, opts, eval_inputs=args.eval_inputs,
                        meter=meter, meter_note=note)

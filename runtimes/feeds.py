@@ -53,6 +53,20 @@ def check_feeds(feeds: dict[str, np.ndarray], specs: Sequence[TensorSpec]) -> No
                 f"input '{spec.name}' has dtype {array.dtype} but the model expects {spec.dtype}")
 
 
+def select_inputs(data: dict[str, np.ndarray], specs: Sequence[TensorSpec]) -> dict:
+    """The arrays for the model's inputs: by name, or in file order when the names differ
+    but the counts agree (a TFLite model's inputs are named by its converter, e.g.
+    `serving_default_args_0:0`, not as the torch model's were)."""
+    names = [spec.name for spec in specs]
+    if all(name in data for name in names):
+        return {name: data[name] for name in names}
+    arrays = [key for key in data if key not in RESERVED]
+    if len(arrays) == len(names):
+        return {name: data[key] for name, key in zip(names, arrays)}
+    raise RuntimeInputError(f"the inputs file has arrays {arrays}, the model's inputs are "
+                            f"{names}: give one array per input, named like them or in order")
+
+
 def batch_size_for(specs: Sequence[TensorSpec], dynamic_default: int) -> int:
     first = specs[0].shape[0] if specs and specs[0].shape else None
     return first if isinstance(first, int) else dynamic_default

@@ -6,7 +6,7 @@ import os
 from runtimes.errors import RuntimeInputError
 from runtimes.session import Session
 
-ENGINES_BY_SUFFIX = {".onnx": "onnxruntime"}
+ENGINES_BY_SUFFIX = {".onnx": "onnxruntime", ".tflite": "litert"}
 
 
 def engine_for(path: str) -> str:
@@ -20,9 +20,13 @@ def engine_for(path: str) -> str:
 
 
 def load(path: str, engine: str | None = None, threads: int | None = None,
-         providers: list[str] | None = None) -> Session:
+         providers: list[str] | None = None, xnnpack: bool = True) -> Session:
+    """Open `path` with its engine. `providers` is for onnxruntime, `xnnpack` for LiteRT."""
     engine = engine or engine_for(path)
     if engine == "onnxruntime":
         from runtimes.onnx_session import OnnxRuntimeSession
         return OnnxRuntimeSession(path, threads=threads, providers=providers)
-    raise RuntimeInputError(f"unknown engine '{engine}'; known: onnxruntime")
+    if engine == "litert":
+        from runtimes.litert_session import LiteRTSession
+        return LiteRTSession(path, threads=threads, xnnpack=xnnpack)
+    raise RuntimeInputError(f"unknown engine '{engine}'; known: onnxruntime, litert")

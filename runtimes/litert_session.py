@@ -1,0 +1,108 @@
+"""LiteRT (TFLite) adapter.
+
+The interpreter comes from `ai-edge-litert` (the successor of tflite-runtime), else
+`tflite_runtime` (devices that still run numpy 1.x), else TensorFlow's `tf.lite`. XNNPACK
+is the default CPU delegate; `xnnpack=False` runs the built-in kernels instead.
+
+Quantized inputs and outputs (full-int8 models, as Edge TPU and microcontroller
+deployments need) are handled here: callers feed and receive float arrays, converted
+with each tensor's scale and zero point, so metrics compare like with like.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+
+import numpy as np
+
+from runtimes.errors import RuntimeInputError
+from runtimes.session import Session, TensorSpec
+
+INSTALL_HINT = ("pip install ai-edge-litert (or tflite-runtime on a device whose numpy is "
+                "1.x)")
+
+
+def interpreter_module():
+    """The first TFLite interpreter module that imports, with `Interpreter` in it."""
+    for name in ("ai_edge_litert.interpreter", "tflite_runtime.interpreter"):
+        try:
+            return importlib.import_module(name)
+        except ImportError:
+            continue
+    try:
+        import tensorflow as tf
+    except ImportError:
+        raise RuntimeInputError(f"no TFLite runtime is installed: {INSTALL_HINT}") from None
+    return tf.lite
+
+
+def _resolver_without_xnnpack(module):
+    resolver = getattr(module, "OpResolverType", None)
+    if resolver is None:  # tf.lite keeps it under experimental
+        resolver = module.experimental.OpResolverType
+    return resolver.BUILTIN_WITHOUT_DEFAULT_DELEGATES
+
+
+def _is_quantized(detail: dict) -> bool:
+    scale, _ = detail["quantization"]
+    return np.issubdtype(detail["dtype"], np.integer) and scale != 0
+
+
+class LiteRTSession(Session):
+    engine = "litert"
+
+    def __init__(self, path: str, threads: int | None = None, xnnpack: bool = True):
+        if not os.path.isfile(path):
+            raise RuntimeInputError(f"model file not found: {path}")
+        module = interpreter_module()
+        kwargs = {"model_path": path, "num_threads": threads or None}
+        if not xnnpack:
+            kwargs["experimental_op_resolver_type"] = _resolver_without_xnnpack(module)
+        try:
+            self._interpreter = module.Interpreter(**kwargs)
+            self._interpreter.allocate_tensors()
+        except (ValueError, RuntimeError) as exc:
+            raise RuntimeInputError(
+                f"LiteRT cannot load {path}: {str(exc).strip().splitlines()[0]}. Check that "
+                "the file is a complete .tflite model (re-export it)") from None
+        self.threads, self.xnnpack = threads, xnnpack
+        self._module_name = module.__name__
+        self._inputs = self._interpreter.get_input_details()
+        self._outputs = self._interpreter.get_output_details()
+        # Quantized inputs are presented as float: the session quantizes them itself.
+        self.inputs = tuple(
+            TensorSpec(d["name"], tuple(int(x) for x in d["shape"]),
+                       "float32" if _is_quantized(d) else np.dtype(d["dtype"]).name)
+            for d in self._inputs)
+        self.outputs = tuple(d["name"] for d in self._outputs)
+
+    def _set_input(self, detail: dict, value: np.ndarray) -> None:
+        if _is_quantized(detail) and not np.issubdtype(value.dtype, np.integer):
+            scale, zero = detail["quantization"]
+            info = np.iinfo(detail["dtype"])
+            value = np.clip(np.round(value / scale + zero), info.min, info.max)
+        value = np.ascontiguousarray(value, dtype=detail["dtype"])
+        if tuple(value.shape) != tuple(detail["shape"]):  # e.g. another batch size
+            self._interpreter.resize_tensor_input(detail["index"], value.shape)
+            self._interpreter.allocate_tensors()
+            self._inputs = self._interpreter.get_input_details()
+            self._outputs = self._interpreter.get_output_details()
+        self._interpreter.set_tensor(detail["index"], value)
+
+    def _get_output(self, detail: dict) -> np.ndarray:
+        value = self._interpreter.get_tensor(detail["index"])
+        if _is_quantized(detail):
+            scale, zero = detail["quantization"]
+            return (value.astype(np.float32) - zero) * np.float32(scale)
+        return value.copy()
+
+    def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+        for detail in list(self._inputs):
+            self._set_input(detail, feeds[detail["name"]])
+        self._interpreter.invoke()
+        return [self._get_output(detail) for detail in self._outputs]
+
+    def describe(self) -> dict:
+        return {"engine": self.engine, "interpreter": self._module_name, "threads": self.threads,
+                "xnnpack": self.xnnpack,
+                "quantized_io": any(_is_quantized(d) for d in [*self._inputs, *self._outputs])}
