@@ -74,11 +74,14 @@ def _fmt(value, digits: int = 2) -> str:
 
 
 def _artifact_table(report: dict) -> list[str]:
-    lines = ["| artifact | format | precision | parent | size (MB) | sha256 |",
-             "|---|---|---|---|---:|---|"]
+    lines = ["| artifact | format | precision | parent | size (MB) | parity with torch | sha256 |",
+             "|---|---|---|---|---:|---|---|"]
     for a in report["artifacts"]:
+        worst = a["meta"].get("parity", {}).get("worst")
+        parity = (f"max abs {worst['max_abs_error']:.2g}, cosine {worst['cosine']:.6f}, "
+                  f"top-1 {worst['top1_agreement']:.3f}" if worst and "cosine" in worst else "—")
         lines.append(f"| {a['id']} | {a['format']} | {a['precision']} | {a['parent'] or '—'} | "
-                     f"{a['size_bytes'] / 2**20:.3f} | {a['sha256'][:12]} |")
+                     f"{a['size_bytes'] / 2**20:.3f} | {parity} | {a['sha256'][:12]} |")
     return lines
 
 

@@ -72,6 +72,7 @@ def parity(onnx_path: Path, inputs: dict, reference: Sequence[np.ndarray]) -> di
     """Run the ONNX file with onnxruntime and compare every output with `reference`."""
     from runtimes.feeds import iter_batches
     from runtimes.loader import load
+    from runtimes.metrics import fidelity
 
     with load(str(onnx_path)) as session:
         fixed = session.inputs[0].shape[0]
@@ -83,9 +84,13 @@ def parity(onnx_path: Path, inputs: dict, reference: Sequence[np.ndarray]) -> di
     for index, name in enumerate(names):
         got = np.concatenate([o[index] for o in outputs])[:total]
         want = np.asarray(reference[index])
-        err = float(np.abs(got.astype(np.float64) - want).max()) if got.shape == want.shape else float("inf")
-        report.append({"output": name, "max_abs_error": err,
-                       "max_abs_reference": float(np.abs(want).max()),
-                       "shape": list(got.shape), "expected_shape": list(want.shape)})
+        entry = {"output": name, "max_abs_error": float("inf"),
+                 "max_abs_reference": float(np.abs(want).max()),
+                 "shape": list(got.shape), "expected_shape": list(want.shape)}
+        if got.shape == want.shape:
+            agreement = fidelity(got, want)  # max abs error, cosine, top-1 agreement
+            entry.update(max_abs_error=agreement["max_abs_error"], cosine=agreement["cosine"],
+                         top1_agreement=agreement["top1_agreement"])
+        report.append(entry)
     worst = max(report, key=lambda r: r["max_abs_error"])
     return {"outputs": report, "worst": worst, "samples": total}

@@ -1,6 +1,8 @@
 """`quantize` for ONNX models with onnxruntime: int8-static (QDQ) and int8-dynamic."""
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 from collections import Counter
 from pathlib import Path
@@ -166,6 +168,19 @@ def _dynamic(source: Path, target: Path, config: Quantize, ops: Counter) -> dict
     return {}
 
 
+@contextlib.contextmanager
+def _quiet_root_logger():
+    """onnxruntime's quantizer logs advice through the root logger (e.g. 'consider
+    pre-processing' when `preprocess: false` was chosen on purpose); keep the output clean."""
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+
+
 @register(Quantize)
 def run(artifact, config: Quantize, ctx) -> list[Output]:
     if artifact.format != "onnx":
@@ -176,10 +191,11 @@ def run(artifact, config: Quantize, ctx) -> list[Output]:
     ops_before = op_histogram(source)
     prepared = _preprocess(source, ctx.out_dir, ctx) if config.preprocess else source
     target = ctx.out_dir / "model.onnx"
-    if config.scheme == "int8-static":
-        meta = _static(prepared, target, config, ctx)
-    else:
-        meta = _dynamic(prepared, target, config, ops_before)
+    with _quiet_root_logger():
+        if config.scheme == "int8-static":
+            meta = _static(prepared, target, config, ctx)
+        else:
+            meta = _dynamic(prepared, target, config, ops_before)
     if prepared != source:
         prepared.unlink()
     ops_after = op_histogram(target)
