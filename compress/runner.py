@@ -149,17 +149,18 @@ def _candidates(artifacts: list[Artifact], consumed: list[str],
                 chosen: tuple[str, ...] | None) -> list[tuple[Artifact, bool]]:
     """The FP32 ONNX baseline plus the artifacts to measure: those named in the benchmark
     stage, or else every final (unconsumed) deployable artifact."""
-    deployable = [a for a in artifacts if a.format == "onnx"]
-    baseline = next((a for a in deployable if a.precision == "fp32"), None)
+    deployable = [a for a in artifacts if a.format in ("onnx", "tflite")]
+    baseline = next((a for a in deployable if a.precision == "fp32" and a.format == "onnx"),
+                    next((a for a in deployable if a.precision == "fp32"), None))
     if chosen is None:
         picked = [a for a in deployable if a.id not in consumed]
     else:
         by_id = {a.id: a for a in artifacts}
         for name in chosen:
-            if name not in by_id or by_id[name].format != "onnx":
+            if name not in by_id or by_id[name] not in deployable:
                 known = ", ".join(a.id for a in deployable)
-                raise ConfigError(f"benchmark.artifacts: '{name}' is not an ONNX artifact of "
-                                  f"this pipeline; ONNX artifacts: {known}")
+                raise ConfigError(f"benchmark.artifacts: '{name}' is not an ONNX or TFLite "
+                                  f"artifact of this pipeline; those are: {known}")
         picked = [by_id[name] for name in chosen if by_id[name] is not baseline]
     candidates = [(baseline, True)] if baseline is not None and baseline not in picked else []
     return candidates + [(a, False) for a in picked]

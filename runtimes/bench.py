@@ -37,6 +37,7 @@ class BenchOptions:
     progress: bool = False             # "@progress done total" lines on stderr
     samples: bool = False              # include every latency (pooling across rounds)
     xnnpack: bool = True               # LiteRT: XNNPACK delegate (off: built-in kernels)
+    nhwc: bool = False                 # the file holds NCHW images, the model takes NHWC
 
 
 def _import_engine(engine: str) -> None:
@@ -80,11 +81,18 @@ def _evaluate(session, data: dict[str, np.ndarray], opts: BenchOptions) -> dict 
     return result
 
 
+def _layout(data: dict, opts: BenchOptions) -> dict:
+    if not opts.nhwc:
+        return data
+    return {k: (v.transpose(0, 2, 3, 1) if v.ndim == 4 and k not in feeds_mod.RESERVED else v)
+            for k, v in data.items()}
+
+
 def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str | None = None,
           meter=None, meter_note: str | None = None) -> dict:
     engine = engine_for(model)
     _import_engine(engine)
-    data = feeds_mod.read_npz(inputs) if inputs else None
+    data = _layout(feeds_mod.read_npz(inputs), opts) if inputs else None
     idle_rss = current_rss_mb()
     session = load(model, engine=engine, threads=opts.threads, xnnpack=opts.xnnpack)
     try:
@@ -98,7 +106,7 @@ def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str |
         timing = measure(session, feeds, warmup=opts.warmup, runs=opts.runs,
                          min_seconds=opts.seconds, meter=meter,
                          on_progress=_progress_printer(opts.progress))
-        eval_data = feeds_mod.read_npz(eval_inputs) if eval_inputs else data
+        eval_data = _layout(feeds_mod.read_npz(eval_inputs), opts) if eval_inputs else data
         metric = _evaluate(session, eval_data, opts) if eval_data is not None else None
         engine_info = session.describe()
     finally:
@@ -133,6 +141,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--eval-batch", type=int, default=32)
     p.add_argument("--progress", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--samples", action="store_true", help="include every latency in the JSON")
+    p.add_argument("--nhwc", action="store_true",
+                   help="transpose 4-D inputs from NCHW (as in the file) to NHWC")
     p.add_argument("--no-xnnpack", dest="xnnpack", action="store_false",
                    help="LiteRT: run the built-in kernels instead of the XNNPACK delegate")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
@@ -160,7 +170,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = BenchOptions(threads=args.threads, warmup=args.warmup, runs=args.runs,
                         seconds=args.seconds, metric=args.metric, primary=args.primary,
                         eval_batch=args.eval_batch, progress=args.progress,
-                        samples=args.samples, xnnpack=args.xnnpack)
+                        samples=args.samples, xnnpack=args.xnnpack, nhwc=args.nhwc)
     try:
         result = bench(args.model, args.inputs, opts, eval_inputs=args.eval_inputs,
                        meter=meter, meter_note=note)

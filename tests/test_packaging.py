@@ -3,7 +3,7 @@ import tomllib
 
 from tests.conftest import REPO
 
-HOST_ONLY = ("torch", "pydantic", "onnxscript", "torch-pruning", "rich", "pyyaml")
+HOST_ONLY = ("torch", "pydantic", "onnxscript", "torch-pruning", "rich", "pyyaml", "litert-torch")
 
 
 def _name(requirement: str) -> str:

@@ -68,7 +68,8 @@ def write_inputs(ctx, folder: Path) -> tuple[Path | None, Path | None, dict | No
     return folder / "batch.npz", folder / "eval.npz", {"name": metric.type, "baseline": baseline}
 
 
-def _command(path: Path, inputs, evaluation, threads: int, config: Benchmark, metric) -> list:
+def _command(path: Path, inputs, evaluation, threads: int, config: Benchmark, metric,
+             nhwc: bool = False) -> list:
     cmd = [sys.executable, "-m", "runtimes", "bench", str(path), "--json", "--progress",
            "--samples", "--threads", str(threads), "--warmup", str(config.warmup),
            "--runs", str(math.ceil(config.runs / config.rounds)),
@@ -76,6 +77,8 @@ def _command(path: Path, inputs, evaluation, threads: int, config: Benchmark, me
            "--eval-batch", str(config.eval_batch)]
     if inputs:
         cmd += ["--inputs", str(inputs)]
+    if nhwc:
+        cmd += ["--nhwc"]
     if evaluation:
         cmd += ["--eval", str(evaluation), "--metric", metric["name"]]
         if metric.get("primary"):
@@ -155,7 +158,7 @@ def run(candidates, config: Benchmark, ctx) -> list[dict]:
         for index, (artifact, _, target, threads) in enumerate(jobs):
             # The metric does not change between rounds: evaluate in the first one only.
             cmd = _command(ctx.path(artifact), inputs, evaluation if round_index == 0 else None,
-                           threads, config, metric_info)
+                           threads, config, metric_info, artifact.meta.get("channels_last", False))
             label = (f"benchmark {artifact.id} on {target} ({threads} threads, round "
                      f"{round_index + 1}/{config.rounds})")
             with ctx.progress.task(label, math.ceil(config.runs / config.rounds)) as advance:

@@ -1,0 +1,115 @@
+"""`export.tflite`: torch model -> .tflite in fp32, fp16, dynamic-int8 or full int8,
+checked against torch, and checked that what was promised to be int8 is int8."""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+import numpy as np
+from pydantic import Field, PositiveInt, model_validator
+
+from compress.artifacts import Output
+from compress.errors import ModelError
+from compress.lazy import require
+from compress.stagebase import StageConfig, register
+from compress.stages.export_onnx import _parity_inputs, _torch_outputs
+
+PRECISION = {"fp32": "fp32", "fp16": "fp16", "dynamic-int8": "int8-dynamic", "int8": "int8"}
+
+
+class ExportTflite(StageConfig):
+    type: Literal["export.tflite"] = "export.tflite"
+    mode: Literal["fp32", "fp16", "dynamic-int8", "int8"] = Field(
+        "fp32", description="fp16: fp16 weights; dynamic-int8: int8 weights, float "
+        "activations; int8: full integer, calibrated on data.calibration")
+    io: Optional[Literal["float", "int8"]] = Field(
+        None, description="input/output type (default: int8 for mode int8, with scale and "
+        "zero point recorded; float otherwise)")
+    channels_last: bool = Field(False, description="NHWC image inputs, as TFLite users feed them")
+    samples: PositiveInt = Field(256, description="calibration samples for mode int8")
+    parity_samples: PositiveInt = Field(32, description="samples compared with torch")
+
+    @property
+    def io_type(self) -> str:
+        return self.io or ("int8" if self.mode == "int8" else "float")
+
+    @model_validator(mode="after")
+    def _io_fits_mode(self):
+        io = self.io_type
+        if self.mode == "int8" and io == "float":
+            raise ValueError("mode int8 quantizes the inputs and outputs too (ai-edge-quantizer "
+                             "has no float-I/O option for full-integer models); use io: int8 — "
+                             "the LiteRT runtime feeds float data through the recorded scale "
+                             "and zero point — or mode dynamic-int8 for float I/O")
+        if self.mode != "int8" and io == "int8":
+            raise ValueError(f"io: int8 needs mode int8; mode {self.mode} keeps float I/O")
+        return self
+
+    def required_data(self) -> tuple[str, ...]:
+        return ("calibration",) if self.mode == "int8" else ()
+
+
+def _calibration(ctx, config: ExportTflite, channels_last: bool) -> list[dict]:
+    data = ctx.require_dataset("calibration", "export.tflite in mode int8")
+    feeds = []
+    for i in range(min(config.samples, len(data))):
+        feed = {name: array[i:i + 1] for name, array in data.inputs.items()}
+        if channels_last:
+            feed = {k: v.transpose(0, 2, 3, 1) if v.ndim == 4 else v for k, v in feed.items()}
+        feeds.append(feed)
+    return feeds
+
+
+def _parity(path, inputs: dict, reference: list, channels_last: bool) -> dict:
+    from runtimes.loader import load
+    from runtimes.metrics import fidelity
+
+    with load(str(path)) as session:
+        name = session.inputs[0].name
+        outputs = []
+        for i in range(len(next(iter(inputs.values())))):
+            x = next(iter(inputs.values()))[i:i + 1]
+            outputs.append(session.run({name: x.transpose(0, 2, 3, 1) if channels_last and x.ndim == 4 else x})[0])
+    return fidelity(np.concatenate(outputs), reference[0])
+
+
+def _check_int8(report: dict, config: ExportTflite) -> None:
+    if config.mode == "int8" and report["float32_tensors"]:
+        names = ", ".join(report["float32_tensors"][:8])
+        raise ModelError(f"mode int8 promised a full-integer model, but "
+                         f"{len(report['float32_tensors'])} tensors stayed float32 ({names}); "
+                         "those ops have no int8 kernel in TFLite: use mode dynamic-int8, or "
+                         "the ONNX INT8 path")
+
+
+@register(ExportTflite)
+def run(artifact, config: ExportTflite, ctx) -> list[Output]:
+    torch = require("torch", "export.tflite")
+    require("litert_torch", "export.tflite")
+    from export.tflite import ConversionFailed, convert_fp32, quantize, tensor_report
+
+    model = ctx.torch_model(artifact)
+    names = [d.name for d in ctx.pipeline.model.inputs]
+    inputs, _ = _parity_inputs(ctx, config.parity_samples)
+    example = [torch.from_numpy(inputs[n][:1]) for n in names]
+    fp32 = ctx.out_dir / ("model.tflite" if config.mode == "fp32" else "fp32.tflite")
+    ctx.progress.note(f"converting to TFLite ({config.mode})")
+    try:
+        convert_fp32(model, example, fp32, config.channels_last)
+    except ConversionFailed as exc:
+        raise ModelError(f"{exc}; or try another mode") from None
+    target = fp32
+    if config.mode != "fp32":
+        target = ctx.out_dir / "model.tflite"
+        calibration = _calibration(ctx, config, config.channels_last) if config.mode == "int8" else None
+        quantize(fp32, target, config.mode, calibration)
+        fp32.unlink()
+    report = tensor_report(target)
+    _check_int8(report, config)
+    single = {n: inputs[n] for n in names[:1]}
+    parity = _parity(target, single, _torch_outputs(model, names, inputs, torch), config.channels_last)
+    if config.mode == "fp32" and not parity["cosine"] > 0.9999:
+        raise ModelError(f"TFLite output differs from torch (cosine {parity['cosine']:.6f}, max abs "
+                         f"error {parity['max_abs_error']:.3g}); try exporting ONNX instead")
+    meta = {"mode": config.mode, "io": config.io_type, "channels_last": config.channels_last,
+            "parity": {"worst": {"output": "output", **parity}}, "tensors": report}
+    return [Output(target, "tflite", PRECISION[config.mode], meta)]
