@@ -130,7 +130,8 @@ def _run_stages(ctx: RunContext, force: bool) -> tuple[list[Artifact], list[str]
         parent = by_name[stage.input] if stage.input else previous
         consumed.add(parent.id)
         settings = stage.model_dump(mode="json", exclude={"name"})
-        key = cache_key(stage.type, settings, parent.sha256, _data_digests(ctx), _versions_key(),
+        key = cache_key(stage.type, stage.cache_version, settings, parent.sha256,
+                        _data_digests(ctx), _versions_key(),
                         external_digest(stage.external_inputs(), pipeline))
 
         def make(stage=stage, spec=spec, parent=parent, settings=settings):

@@ -8,7 +8,7 @@ are the same object.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Optional
+from typing import Callable, ClassVar, Optional
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,6 +19,10 @@ class Strict(BaseModel):
 
 
 class StageConfig(Strict):
+    # Raised when a stage's code changes what it produces, so cached artifacts made by
+    # the older code are not reused (the cache key holds it).
+    cache_version: ClassVar[int] = 1
+
     name: Optional[str] = Field(
         None, pattern=r"^[A-Za-z0-9_.-]+$",
         description="a name later stages can use as `input` (default: NN-type)")

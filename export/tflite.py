@@ -81,8 +81,39 @@ def _quantize(fp32: Path, target: Path, mode: str, calibration: list[dict] | Non
         names = signature_inputs(fp32)
         samples = [{name: feed[key] for name, key in zip(names, feed)} for feed in calibration]
         stats = qt.calibrate({"serving_default": samples}, num_threads=os.cpu_count() or 1)
+        widen_output_ranges(stats, fp32, calibration)
         result = qt.quantize(stats, enable_progress_report=False)
     result.export_model(str(target), overwrite=True)
+
+
+def widen_output_ranges(stats: dict, fp32: Path, calibration: list[dict]) -> None:
+    """Make the model outputs' ranges cover what the float model really produces.
+
+    ai-edge-quantizer averages each tensor's min/max over the calibration samples (a
+    moving average), which suits activations but clips the outputs: on EfficientNet-Lite0
+    the logits reached 12.1 while the int8 output range ended at 6.7, so 88 of 105 photo
+    crops saturated and their top-1 became a tie. The true extremes of the outputs are
+    cheap to measure on the float model, so the output ranges use those."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_path=str(fp32))
+    interpreter.allocate_tensors()
+    inputs, outputs = interpreter.get_input_details(), interpreter.get_output_details()
+    low = {d["name"]: np.inf for d in outputs}
+    high = {d["name"]: -np.inf for d in outputs}
+    for feed in calibration:
+        for detail, value in zip(inputs, feed.values()):
+            interpreter.set_tensor(detail["index"], np.ascontiguousarray(value, detail["dtype"]))
+        interpreter.invoke()
+        for detail in outputs:
+            value = interpreter.get_tensor(detail["index"])
+            low[detail["name"]] = min(low[detail["name"]], float(value.min()))
+            high[detail["name"]] = max(high[detail["name"]], float(value.max()))
+    for name in low:
+        if name in stats and "min" in stats[name]:
+            qsv = stats[name]
+            qsv["min"] = np.minimum(qsv["min"], np.float32(low[name]))
+            qsv["max"] = np.maximum(qsv["max"], np.float32(high[name]))
 
 
 def tensor_report(path: Path) -> dict:

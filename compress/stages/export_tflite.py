@@ -17,6 +17,7 @@ PRECISION = {"fp32": "fp32", "fp16": "fp16", "dynamic-int8": "int8-dynamic", "in
 
 
 class ExportTflite(StageConfig):
+    cache_version = 2  # 2: int8 output ranges widened to the float model's true extremes
     type: Literal["export.tflite"] = "export.tflite"
     mode: Literal["fp32", "fp16", "dynamic-int8", "int8"] = Field(
         "fp32", description="fp16: fp16 weights; dynamic-int8: int8 weights, float "
