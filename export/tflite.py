@@ -1,10 +1,10 @@
 """torch -> TFLite with litert-torch, then post-conversion quantization with
 ai-edge-quantizer. No TensorFlow is needed.
 
-Full-integer int8 goes through ai-edge-quantizer's `static_wi8_ai8` recipe: measured on
-EfficientNet-Lite0 it left no float32 tensor, while litert-torch's PT2E route left 7 of
-the 9 residual additions in float (dequantize - add - quantize) and ran at 4.6 ms against
-2.3 ms. Both quantize the model's inputs and outputs to int8 as well.
+Full-integer int8 goes through ai-edge-quantizer's `static_wi8_ai8` recipe: on
+EfficientNet-Lite0 it left no float32 tensor, while litert-torch's PT2E route kept some
+residual additions in float (dequantize - add - quantize). Both quantize the model's
+inputs and outputs to int8 as well.
 """
 from __future__ import annotations
 

@@ -9,6 +9,7 @@ from pydantic import Field, PositiveFloat, PositiveInt
 from compress.artifacts import Output
 from compress.errors import ModelError
 from compress.lazy import require
+from compress.parity import parity_inputs, torch_outputs
 from compress.stagebase import StageConfig, register
 
 
@@ -22,23 +23,6 @@ class ExportOnnx(StageConfig):
     rtol: PositiveFloat = 1e-3
 
 
-def _parity_inputs(ctx, count: int) -> tuple[dict, str]:
-    for role in ("calibration", "evaluation"):
-        data = ctx.dataset(role)
-        if data is not None:
-            return data.head(count), f"data.{role}"
-    rng = np.random.default_rng(ctx.pipeline.seed)
-    return ({d.name: rng.standard_normal((count, *d.shape[1:])).astype(d.dtype)
-             for d in ctx.pipeline.model.inputs}, "random inputs (no data given)")
-
-
-def _torch_outputs(model, names, inputs, torch) -> list[np.ndarray]:
-    with torch.no_grad():
-        out = model(*[torch.from_numpy(inputs[n]) for n in names])
-    out = out if isinstance(out, (tuple, list)) else (out,)
-    return [o.detach().numpy() for o in out]
-
-
 @register(ExportOnnx)
 def run(artifact, config: ExportOnnx, ctx) -> list[Output]:
     torch = require("torch", "export.onnx")
@@ -48,7 +32,7 @@ def run(artifact, config: ExportOnnx, ctx) -> list[Output]:
     model = ctx.torch_model(artifact)
     spec = ctx.pipeline.model
     names = [d.name for d in spec.inputs]
-    inputs, parity_source = _parity_inputs(ctx, config.parity_samples)
+    inputs, parity_source = parity_inputs(ctx, config.parity_samples)
     # A dynamic batch must be traced with a batch other than 1: exporters specialise 1.
     example_batch = 2 if spec.dynamic_batch else spec.inputs[0].shape[0]
     example = [torch.from_numpy(np.resize(inputs[n], (example_batch, *inputs[n].shape[1:])))
@@ -64,7 +48,7 @@ def run(artifact, config: ExportOnnx, ctx) -> list[Output]:
         batch = spec.inputs[0].shape[0]
         usable = len(next(iter(inputs.values()))) // batch * batch or batch
         inputs = {n: np.resize(a, (usable, *a.shape[1:])) for n, a in inputs.items()}
-    check = parity(path, inputs, _torch_outputs(model, names, inputs, torch))
+    check = parity(path, inputs, torch_outputs(model, names, inputs, torch))
     worst = check["worst"]
     limit = config.atol + config.rtol * worst["max_abs_reference"]
     if not worst["max_abs_error"] <= limit:

@@ -11,7 +11,7 @@ from compress.artifacts import Output
 from compress.errors import ModelError
 from compress.lazy import require
 from compress.stagebase import StageConfig, register
-from compress.stages.export_onnx import _parity_inputs, _torch_outputs
+from compress.parity import parity_inputs, torch_outputs
 
 PRECISION = {"fp32": "fp32", "fp16": "fp16", "dynamic-int8": "int8-dynamic", "int8": "int8"}
 
@@ -90,7 +90,7 @@ def run(artifact, config: ExportTflite, ctx) -> list[Output]:
 
     model = ctx.torch_model(artifact)
     names = [d.name for d in ctx.pipeline.model.inputs]
-    inputs, _ = _parity_inputs(ctx, config.parity_samples)
+    inputs, _ = parity_inputs(ctx, config.parity_samples)
     example = [torch.from_numpy(inputs[n][:1]) for n in names]
     fp32 = ctx.out_dir / ("model.tflite" if config.mode == "fp32" else "fp32.tflite")
     ctx.progress.note(f"converting to TFLite ({config.mode})")
@@ -107,7 +107,7 @@ def run(artifact, config: ExportTflite, ctx) -> list[Output]:
     report = tensor_report(target)
     _check_int8(report, config)
     single = {n: inputs[n] for n in names[:1]}
-    parity = _parity(target, single, _torch_outputs(model, names, inputs, torch), config.channels_last)
+    parity = _parity(target, single, torch_outputs(model, names, inputs, torch), config.channels_last)
     if config.mode == "fp32" and not parity["cosine"] > 0.9999:
         raise ModelError(f"TFLite output differs from torch (cosine {parity['cosine']:.6f}, max abs "
                          f"error {parity['max_abs_error']:.3g}); try exporting ONNX instead")
