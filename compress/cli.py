@@ -48,9 +48,9 @@ def _print_summary(result) -> None:
 
 def _cmd_validate(args) -> int:
     from compress.config import load_pipeline
-    from compress.runner import resolve_targets
+    from compress.runner import apply_target_defaults, resolve_targets
     pipeline = load_pipeline(args.file)
-    resolve_targets(pipeline)
+    apply_target_defaults(pipeline, resolve_targets(pipeline)[0])
     print(f"{args.file}: valid pipeline '{pipeline.name}' with {len(pipeline.stages)} stages "
           f"and {len(pipeline.targets)} targets")
     return 0

@@ -37,13 +37,17 @@ class TorchSource(Strict):
 class ModelSpec(Strict):
     torch: Optional[TorchSource] = None
     onnx: Optional[str] = Field(None, description="path of an ONNX model")
+    tflite: Optional[str] = Field(
+        None, description="path of a .tflite model, benchmarked as it is (against the "
+        "profiles, beside nothing else: no stage but benchmark takes a TFLite model)")
     inputs: tuple[TensorDecl, ...] = Field(min_length=1)
     dynamic_batch: bool = Field(False, description="export with a dynamic batch dimension")
 
     @model_validator(mode="after")
     def _one_source(self):
-        if (self.torch is None) == (self.onnx is None):
-            raise ValueError("give exactly one model source: `torch: {factory: ...}` or `onnx: PATH`")
+        if sum(source is not None for source in (self.torch, self.onnx, self.tflite)) != 1:
+            raise ValueError("give exactly one model source: `torch: {factory: ...}`, "
+                             "`onnx: PATH` or `tflite: PATH`")
         return self
 
 
@@ -121,6 +125,19 @@ class Pipeline(Strict):
             if not STAGES[stage.type].produces_artifacts:
                 raise ValueError(f"stage {index} ({stage.type}) must be the last stage")
         return stages
+
+    @model_validator(mode="after")
+    def _tflite_source_is_only_benchmarked(self):
+        if self.model.tflite is None:
+            return self
+        for index, stage in enumerate(self.stages):
+            if STAGES[stage.type].produces_artifacts:
+                raise PydanticCustomError(
+                    "stage_reference", "stage {number} ({type}) needs a torch or ONNX model; "
+                    "a TFLite model source (model.tflite) can only be benchmarked: keep just "
+                    "the benchmark stage, or start from the torch model",
+                    {"index": index, "key": "type", "number": index + 1, "type": stage.type})
+        return self
 
     @model_validator(mode="after")
     def _inputs_refer_to_earlier_stages(self):

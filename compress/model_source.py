@@ -90,6 +90,37 @@ def check_onnx_file(path: Path, pipeline: Pipeline) -> None:
         raise ModelError(f"model.inputs declares {declared} but {path.name} has inputs {actual}")
 
 
+def check_tflite_file(path: Path, pipeline: Pipeline) -> dict:
+    """The file loads in LiteRT and takes the inputs model.inputs declares. Returns its
+    tensor report (dtypes, float32 tensors, I/O quantization)."""
+    from runtimes.errors import RuntimeInputError
+    from runtimes.loader import load
+    if not path.is_file():
+        raise ModelError(f"model.tflite: file not found: {path}")
+    try:
+        with load(str(path), engine="litert", xnnpack=False) as session:  # no delegate log
+            actual = [list(spec.shape) for spec in session.inputs]
+    except RuntimeInputError as exc:
+        raise ModelError(f"model.tflite: {exc}") from None
+    declared = [list(d.shape) for d in pipeline.model.inputs]
+    if actual != declared:
+        raise ModelError(f"model.inputs declares shapes {declared} but {path.name} takes "
+                         f"{actual}; declare the shapes the model takes (NHWC models take "
+                         "[batch, height, width, channels]) and give data in that layout")
+    from export.tflite import tensor_report
+    return tensor_report(path)
+
+
+def tflite_precision(report: dict) -> str:
+    """What a .tflite file holds, read from its tensor types."""
+    dtypes = report["dtypes"]
+    if dtypes.get("int8") and not report["float32_tensors"]:
+        return "int8"
+    if dtypes.get("float16"):
+        return "fp16"
+    return "int8-dynamic" if dtypes.get("int8") else "fp32"
+
+
 def factory_digest(spec: str, base_dir: Path) -> str:
     """Digest of the code of the module that defines a `module:callable` factory."""
     factory = import_callable(spec, base_dir, ModelError, spec)
@@ -116,8 +147,8 @@ def external_digest(items: tuple[str, ...], pipeline: Pipeline) -> str:
 
 def source_digest(pipeline: Pipeline) -> str:
     """What identifies the source model: file digests plus the factory's own code."""
-    if pipeline.model.onnx:
-        return sha256_file(pipeline.resolve(pipeline.model.onnx))
+    if pipeline.model.onnx or pipeline.model.tflite:
+        return sha256_file(pipeline.resolve(pipeline.model.onnx or pipeline.model.tflite))
     spec = pipeline.model.torch
     h = hashlib.sha256(spec.model_dump_json().encode())
     if spec.checkpoint:
@@ -132,6 +163,12 @@ def write_source(pipeline: Pipeline, model, out_dir: Path) -> Output:
         target = out_dir / "model.onnx"
         shutil.copyfile(pipeline.resolve(pipeline.model.onnx), target)
         return Output(target, "onnx", "fp32")
+    if pipeline.model.tflite:
+        target = out_dir / "model.tflite"
+        shutil.copyfile(pipeline.resolve(pipeline.model.tflite), target)
+        from export.tflite import tensor_report
+        report = tensor_report(target)
+        return Output(target, "tflite", tflite_precision(report), {"tensors": report})
     from compress.torch_artifacts import save_torch_model
     target = out_dir / "model.pt"
     save_torch_model(model, target)
@@ -140,17 +177,17 @@ def write_source(pipeline: Pipeline, model, out_dir: Path) -> Output:
 
 
 def run_model(model_or_path, pipeline: Pipeline, inputs: dict, batch: int = 64) -> np.ndarray:
-    """First output of the source model on `inputs` (torch module or ONNX path)."""
+    """First output of the source model on `inputs` (torch module, ONNX or TFLite path)."""
     names = [d.name for d in pipeline.model.inputs]
     total = len(inputs[names[0]])
     if isinstance(model_or_path, (str, Path)):
         from runtimes.loader import load
+        from runtimes.feeds import iter_batches, select_inputs
         with load(str(model_or_path)) as session:
             fixed = session.inputs[0].shape[0]
             step = fixed if isinstance(fixed, int) else batch
-            from runtimes.feeds import iter_batches
-            outs = [session.run(chunk)[0][:real] for chunk, real in
-                    iter_batches({n: inputs[n] for n in names}, step)]
+            feeds = select_inputs({n: inputs[n] for n in names}, session.inputs)
+            outs = [session.run(chunk)[0][:real] for chunk, real in iter_batches(feeds, step)]
         return np.concatenate(outs)
     torch = require("torch", "a torch model source")
     outs = []

@@ -11,12 +11,15 @@ _BUDGET_UNITS = {"latency_p90_ms": "ms", "peak_memory_mb": "MB", "model_size_mb"
 
 
 def _gains(benchmarks: list[dict]) -> list[dict]:
-    """Ratios against the FP32 baseline measured in the same run on the same target."""
-    baselines = {b["target"]: b for b in benchmarks if b["baseline"]}
+    """Ratios against the FP32 baseline measured in the same run on the same target, with
+    the same engine where there is one (TFLite int8 against TFLite fp32)."""
+    baselines = [b for b in benchmarks if b["baseline"]]
     gains = []
     for bench in benchmarks:
-        base = baselines.get(bench["target"])
-        if base is None or bench is base:
+        same_target = [b for b in baselines if b["target"] == bench["target"]]
+        base = next((b for b in same_target if b["format"] == bench["format"]),
+                    same_target[0] if same_target else None)
+        if base is None or bench["baseline"]:
             continue
         gains.append({
             "artifact": bench["artifact"], "target": bench["target"], "baseline": base["artifact"],
@@ -49,7 +52,11 @@ def _fits(verdicts, benchmarks: list[dict]) -> list[dict]:
 
 
 def build_report(pipeline, manifest: dict, artifacts, benchmarks, verdicts, models, *,
-                 gated: set, passed: bool, strict: bool) -> dict:
+                 gated: set, passed: bool, strict: bool, skipped: list[dict] = ()) -> dict:
+    """`skipped`: artifact x target pairs not measured, with the reason."""
+    fits = _fits(verdicts, benchmarks) + [
+        {"artifact": s["artifact"], "target": s["target"], "baseline": False,
+         "fits": "not measured: " + s["reason"]} for s in skipped]
     return {
         "pipeline": {"name": pipeline.name, "config_sha256": manifest["config_sha256"]},
         "manifest": manifest,
@@ -58,7 +65,7 @@ def build_report(pipeline, manifest: dict, artifacts, benchmarks, verdicts, mode
         "benchmarks": benchmarks,
         "gains": _gains(benchmarks),
         "verdicts": [v.to_dict() for v in verdicts],
-        "fits": _fits(verdicts, benchmarks),
+        "fits": fits,
         "gated_targets": sorted(gated),
         "strict": strict,
         "passed": passed,

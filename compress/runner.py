@@ -17,11 +17,13 @@ from compress.context import RunContext
 from compress.errors import CompressError, ConfigError, DataError, StageError
 from compress.manifest import build_manifest, package_versions
 from compress.model_table import model_rows
-from compress.model_source import (build_torch_model, check_onnx_file, check_torch_inputs,
-                                   external_digest, source_digest, write_source)
+from compress.model_source import (build_torch_model, check_onnx_file, check_tflite_file,
+                                   check_torch_inputs, external_digest, source_digest,
+                                   write_source)
 from compress.progress import Progress
 from compress.report import build_report, write_reports
 from compress.stagebase import STAGES
+from compress.stages.benchmark import plan_jobs
 from profiles import OFF_TARGET, PASS, UNMEASURED, ProfileError, check, load_profile
 
 
@@ -55,20 +57,53 @@ def resolve_targets(pipeline: Pipeline) -> tuple[list, set]:
     return targets, gated
 
 
+def apply_target_defaults(pipeline: Pipeline, targets: list) -> Pipeline:
+    """The pipeline with each stage's unset settings taken from the target profiles."""
+    stages = []
+    for index, stage in enumerate(pipeline.stages):
+        try:
+            stages.append(stage.for_targets(targets))
+        except ValueError as exc:
+            raise ConfigError(str(exc), field=f"stages.{index}") from None
+    return pipeline.model_copy(update={"stages": tuple(stages)})
+
+
+def _check_delegates(ctx: RunContext) -> None:
+    """A profile's LiteRT delegate must load here before any work starts."""
+    makes_tflite = ctx.pipeline.model.tflite or any(
+        stage.type == "export.tflite" for stage in ctx.pipeline.stages)
+    if not makes_tflite or not any(s.type == "benchmark" for s in ctx.pipeline.stages):
+        return
+    from runtimes.errors import RuntimeInputError
+    from runtimes.litert_session import load_delegate
+    for index, target in enumerate(ctx.pipeline.targets):
+        name, profile = ctx.targets[index]
+        if profile.runtime.delegate and "litert" in profile.runtime.engines:
+            try:
+                load_delegate(profile.runtime.delegate)
+            except RuntimeInputError as exc:
+                raise ConfigError(f"profile {name}: {exc}", field=f"targets.{index}") from None
+
+
 def _preflight(ctx: RunContext) -> None:
     pipeline = ctx.pipeline
     for role in ("calibration", "evaluation"):
         ctx.dataset(role)
     for index, stage in enumerate(pipeline.stages, start=1):
         for role in stage.required_data():
-            kind = getattr(stage, "scheme", None) or getattr(stage, "method", None)
+            kind = next((getattr(stage, key) for key in ("scheme", "method", "mode")
+                         if getattr(stage, key, None)), None)
             ctx.require_dataset(role, f"stage {index} ({stage.type}{', ' + kind if kind else ''})")
     evaluation = ctx.dataset("evaluation")
     if evaluation is not None and ctx.metric().type == "accuracy" and evaluation.labels is None:
         raise DataError("data.metric is accuracy but data.evaluation has no labels; return "
                         "labels with the inputs, or use `metric: {type: fidelity}`")
+    _check_delegates(ctx)
     if pipeline.model.onnx:
         check_onnx_file(pipeline.resolve(pipeline.model.onnx), pipeline)
+        return
+    if pipeline.model.tflite:
+        check_tflite_file(pipeline.resolve(pipeline.model.tflite), pipeline)
         return
     ctx.source_model = build_torch_model(pipeline)
     sample = ctx.dataset("calibration") or evaluation
@@ -148,11 +183,14 @@ def _run_stages(ctx: RunContext, force: bool) -> tuple[list[Artifact], list[str]
 
 def _candidates(artifacts: list[Artifact], consumed: list[str],
                 chosen: tuple[str, ...] | None) -> list[tuple[Artifact, bool]]:
-    """The FP32 ONNX baseline plus the artifacts to measure: those named in the benchmark
-    stage, or else every final (unconsumed) deployable artifact."""
+    """The FP32 baselines (the first FP32 model of each format: gains are measured against
+    the same engine) plus the artifacts to measure: those named in the benchmark stage,
+    or else every final (unconsumed) deployable artifact."""
     deployable = [a for a in artifacts if a.format in ("onnx", "tflite")]
-    baseline = next((a for a in deployable if a.precision == "fp32" and a.format == "onnx"),
-                    next((a for a in deployable if a.precision == "fp32"), None))
+    baselines = []
+    for fmt in ("onnx", "tflite"):
+        first = next((a for a in deployable if a.format == fmt and a.precision == "fp32"), None)
+        baselines += [first] if first is not None else []
     if chosen is None:
         picked = [a for a in deployable if a.id not in consumed]
     else:
@@ -162,19 +200,21 @@ def _candidates(artifacts: list[Artifact], consumed: list[str],
                 known = ", ".join(a.id for a in deployable)
                 raise ConfigError(f"benchmark.artifacts: '{name}' is not an ONNX or TFLite "
                                   f"artifact of this pipeline; those are: {known}")
-        picked = [by_id[name] for name in chosen if by_id[name] is not baseline]
-    candidates = [(baseline, True)] if baseline is not None and baseline not in picked else []
-    return candidates + [(a, False) for a in picked]
+        picked = [by_id[name] for name in chosen]
+    ordered = baselines + [a for a in picked if a not in baselines]
+    return [(a, a in baselines) for a in ordered]
 
 
-def _benchmark(ctx: RunContext, bench_stage, candidates) -> list[dict]:
+def _benchmark(ctx: RunContext, bench_stage, candidates) -> tuple[list[dict], list[dict]]:
+    """The measurements, and the artifact x target pairs a profile's engines leave out."""
     if bench_stage is None or not ctx.targets:
-        return []
+        return [], []
+    _, skipped = plan_jobs(candidates, ctx.targets, cores=1)
     index, stage = bench_stage
     bench_dir = StageDir(ctx.run_dir, f"{index:02d}-benchmark")
     ctx.out_dir = bench_dir.begin()
     try:
-        return STAGES["benchmark"].run(candidates, stage, ctx)
+        return STAGES["benchmark"].run(candidates, stage, ctx), skipped
     except CompressError as exc:
         raise StageError(index, "benchmark", str(exc)) from exc
     finally:
@@ -204,6 +244,7 @@ def _passed(verdicts, strict: bool) -> bool:
 def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = False,
                  quiet: bool = False, config_text: str | None = None) -> Result:
     targets, gated = resolve_targets(pipeline)
+    pipeline = apply_target_defaults(pipeline, targets)
     run_dir = pipeline.run_dir
     with Progress(quiet=quiet) as progress:
         ctx = RunContext(pipeline, progress, run_dir, targets=targets)
@@ -216,7 +257,8 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
         try:
             artifacts, consumed, bench_stage = _run_stages(ctx, force)
             chosen = bench_stage[1].artifacts if bench_stage else None
-            benchmarks = _benchmark(ctx, bench_stage, _candidates(artifacts, consumed, chosen))
+            benchmarks, skipped = _benchmark(ctx, bench_stage,
+                                             _candidates(artifacts, consumed, chosen))
         except BaseException:  # an error, a bug or Ctrl-C: keep nothing from this run
             _roll_back(ctx, created_run_dir)
             raise
@@ -227,6 +269,6 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
         manifest = build_manifest(pipeline, hashlib.sha256(config_text.encode()).hexdigest(),
                                   artifacts[0].sha256, targets)
         report = build_report(pipeline, manifest, artifacts, benchmarks, verdicts, models,
-                              gated=gated, passed=passed, strict=strict)
+                              gated=gated, passed=passed, strict=strict, skipped=skipped)
         write_reports(run_dir, report)
     return Result(run_dir, artifacts, benchmarks, verdicts, passed, report)

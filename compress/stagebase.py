@@ -34,6 +34,12 @@ class StageConfig(Strict):
         """Data sections this stage cannot run without (checked before anything runs)."""
         return ()
 
+    def for_targets(self, targets: list) -> "StageConfig":
+        """This stage with the defaults the pipeline's target profiles supply for settings
+        the pipeline left unset ([(name, Profile)]; e.g. rpi4 asks TFLite for int8).
+        Raises ValueError when the targets disagree."""
+        return self
+
     def external_inputs(self) -> tuple[str, ...]:
         """Checkpoint paths and `module:callable` factories this stage reads besides its
         input artifact; their contents (not their names) go into the stage's cache key."""

@@ -12,6 +12,8 @@ import contextlib
 import io
 import os
 import re
+import sys
+import tempfile
 import warnings
 from pathlib import Path
 from typing import Sequence
@@ -19,6 +21,24 @@ from typing import Sequence
 import numpy as np
 
 LOWERING = re.compile(r"Lowering not found: (\S+)")
+
+
+@contextlib.contextmanager
+def converter_logs_hidden():
+    """Send what the converter stack prints to fd 2 (absl and TensorFlow C++ logs, torchao
+    load failures, deprecation warnings) to a scratch file instead of the user's screen;
+    errors still surface as exceptions with their own message."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as scratch, warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        os.dup2(scratch.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
 
 
 class ConversionFailed(Exception):

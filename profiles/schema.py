@@ -3,7 +3,8 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt
+from pydantic import (BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt,
+                      field_validator)
 
 
 class _Strict(BaseModel):
@@ -22,14 +23,37 @@ class Device(_Strict):
         "name that identify this device; measurements elsewhere are off-target")
 
 
+ENGINES = ("onnxruntime", "litert")
+Engine = Literal["onnxruntime", "litert"]
+
+
 class Runtime(_Strict):
-    engine: Literal["onnxruntime"] = "onnxruntime"
+    engines: tuple[Engine, ...] = Field(
+        ENGINES, min_length=1, description="engines that run models on this device: ONNX "
+        "models are measured for it only with onnxruntime listed, TFLite models only with "
+        "litert listed")
     threads: Optional[PositiveInt] = Field(
         None, description="intra-op threads; empty = one per core of the measuring machine")
+    xnnpack: bool = Field(True, description="LiteRT: run on the XNNPACK CPU delegate "
+                          "(false: TFLite's built-in kernels)")
+    delegate: Optional[str] = Field(
+        None, description="LiteRT: an external delegate library to load, e.g. "
+        "libedgetpu.so.1 (Coral Edge TPU) or libvx_delegate.so (NPU); the run stops before "
+        "any work if it cannot be loaded")
+
+    @field_validator("engines")
+    @classmethod
+    def _no_repeats(cls, engines: tuple) -> tuple:
+        if len(set(engines)) != len(engines):
+            raise ValueError("list each engine once")
+        return engines
 
 
 class Export(_Strict):
     preset: Optional[str] = Field(None, description="export preset this device prefers")
+    tflite_mode: Optional[Literal["fp32", "fp16", "dynamic-int8", "int8"]] = Field(
+        None, description="the mode export.tflite stages use for this device when the "
+        "pipeline does not set one")
 
 
 class Budget(_Strict):

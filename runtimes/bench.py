@@ -38,6 +38,7 @@ class BenchOptions:
     samples: bool = False              # include every latency (pooling across rounds)
     xnnpack: bool = True               # LiteRT: XNNPACK delegate (off: built-in kernels)
     nhwc: bool = False                 # the file holds NCHW images, the model takes NHWC
+    delegate: str | None = None        # LiteRT: external delegate library
 
 
 def _import_engine(engine: str) -> None:
@@ -94,7 +95,8 @@ def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str |
     _import_engine(engine)
     data = _layout(feeds_mod.read_npz(inputs), opts) if inputs else None
     idle_rss = current_rss_mb()
-    session = load(model, engine=engine, threads=opts.threads, xnnpack=opts.xnnpack)
+    session = load(model, engine=engine, threads=opts.threads, xnnpack=opts.xnnpack,
+                   delegate=opts.delegate)
     try:
         if data is not None:
             batch = feeds_mod.batch_size_for(session.inputs, 1)
@@ -145,6 +147,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="transpose 4-D inputs from NCHW (as in the file) to NHWC")
     p.add_argument("--no-xnnpack", dest="xnnpack", action="store_false",
                    help="LiteRT: run the built-in kernels instead of the XNNPACK delegate")
+    p.add_argument("--delegate", help="LiteRT: external delegate library to load "
+                   "(e.g. libedgetpu.so.1)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     return p
 
@@ -170,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     opts = BenchOptions(threads=args.threads, warmup=args.warmup, runs=args.runs,
                         seconds=args.seconds, metric=args.metric, primary=args.primary,
                         eval_batch=args.eval_batch, progress=args.progress,
-                        samples=args.samples, xnnpack=args.xnnpack, nhwc=args.nhwc)
+                        samples=args.samples, xnnpack=args.xnnpack, nhwc=args.nhwc,
+                        delegate=args.delegate)
     try:
         result = bench(args.model, args.inputs, opts, eval_inputs=args.eval_inputs,
                        meter=meter, meter_note=note)

@@ -10,6 +10,7 @@ with each tensor's scale and zero point, so metrics compare like with like.
 """
 from __future__ import annotations
 
+import ctypes
 import importlib
 import os
 
@@ -36,6 +37,27 @@ def interpreter_module():
     return tf.lite
 
 
+def load_delegate(library: str, module=None):
+    """An external delegate (an Edge TPU's libedgetpu.so.1, an NPU's libvx_delegate.so).
+
+    Raises RuntimeInputError naming the library when it cannot be loaded, which on a
+    machine without that hardware's runtime is the common case."""
+    module = module or interpreter_module()
+    loader = getattr(module, "load_delegate", None) or module.experimental.load_delegate
+    try:
+        # dlopen it first: a failed load_delegate leaves a half-built Delegate whose
+        # destructor prints a traceback of its own.
+        ctypes.CDLL(library)
+        return loader(library)
+    except (ValueError, OSError, RuntimeError) as exc:
+        reason = " ".join(str(exc).split())[:300]
+        raise RuntimeInputError(
+            f"the LiteRT delegate '{library}' cannot be loaded on this machine ({reason}). "
+            "Install the delegate's runtime (for a Coral Edge TPU: libedgetpu1-std), give "
+            "its full path, or leave the delegate out (`runtime.delegate` in the profile, "
+            "--delegate on the command line) to run on the CPU with XNNPACK") from None
+
+
 def _resolver_without_xnnpack(module):
     resolver = getattr(module, "OpResolverType", None)
     if resolver is None:  # tf.lite keeps it under experimental
@@ -51,11 +73,14 @@ def _is_quantized(detail: dict) -> bool:
 class LiteRTSession(Session):
     engine = "litert"
 
-    def __init__(self, path: str, threads: int | None = None, xnnpack: bool = True):
+    def __init__(self, path: str, threads: int | None = None, xnnpack: bool = True,
+                 delegate: str | None = None):
         if not os.path.isfile(path):
             raise RuntimeInputError(f"model file not found: {path}")
         module = interpreter_module()
         kwargs = {"model_path": path, "num_threads": threads or None}
+        if delegate:
+            kwargs["experimental_delegates"] = [load_delegate(delegate, module)]
         if not xnnpack:
             kwargs["experimental_op_resolver_type"] = _resolver_without_xnnpack(module)
         try:
@@ -65,7 +90,7 @@ class LiteRTSession(Session):
             raise RuntimeInputError(
                 f"LiteRT cannot load {path}: {str(exc).strip().splitlines()[0]}. Check that "
                 "the file is a complete .tflite model (re-export it)") from None
-        self.threads, self.xnnpack = threads, xnnpack
+        self.threads, self.xnnpack, self.delegate = threads, xnnpack, delegate
         self._module_name = module.__name__
         self._inputs = self._interpreter.get_input_details()
         self._outputs = self._interpreter.get_output_details()
@@ -104,5 +129,5 @@ class LiteRTSession(Session):
 
     def describe(self) -> dict:
         return {"engine": self.engine, "interpreter": self._module_name, "threads": self.threads,
-                "xnnpack": self.xnnpack,
+                "xnnpack": self.xnnpack, "delegate": self.delegate,
                 "quantized_io": any(_is_quantized(d) for d in [*self._inputs, *self._outputs])}

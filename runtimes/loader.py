@@ -20,13 +20,15 @@ def engine_for(path: str) -> str:
 
 
 def load(path: str, engine: str | None = None, threads: int | None = None,
-         providers: list[str] | None = None, xnnpack: bool = True) -> Session:
-    """Open `path` with its engine. `providers` is for onnxruntime, `xnnpack` for LiteRT."""
+         providers: list[str] | None = None, xnnpack: bool = True,
+         delegate: str | None = None) -> Session:
+    """Open `path` with its engine. `providers` is for onnxruntime; `xnnpack` and
+    `delegate` (an external delegate library) for LiteRT."""
     engine = engine or engine_for(path)
     if engine == "onnxruntime":
         from runtimes.onnx_session import OnnxRuntimeSession
         return OnnxRuntimeSession(path, threads=threads, providers=providers)
     if engine == "litert":
         from runtimes.litert_session import LiteRTSession
-        return LiteRTSession(path, threads=threads, xnnpack=xnnpack)
+        return LiteRTSession(path, threads=threads, xnnpack=xnnpack, delegate=delegate)
     raise RuntimeInputError(f"unknown engine '{engine}'; known: onnxruntime, litert")

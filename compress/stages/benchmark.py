@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
@@ -36,8 +37,8 @@ class Benchmark(StageConfig):
     eval_batch: PositiveInt = Field(32, description="batch for the metric when batch is dynamic")
     timeout_s: PositiveFloat = Field(900, description="give up on one measurement after this")
     artifacts: Optional[tuple[str, ...]] = Field(
-        None, description="stage names whose ONNX artifacts to measure beside the FP32 "
-        "baseline (default: every final artifact, i.e. one no later stage consumed)")
+        None, description="stage names whose ONNX or TFLite artifacts to measure beside the "
+        "FP32 baselines (default: every final artifact, i.e. one no later stage consumed)")
 
 
 def write_inputs(ctx, folder: Path) -> tuple[Path | None, Path | None, dict | None]:
@@ -68,10 +69,44 @@ def write_inputs(ctx, folder: Path) -> tuple[Path | None, Path | None, dict | No
     return folder / "batch.npz", folder / "eval.npz", {"name": metric.type, "baseline": baseline}
 
 
-def _command(path: Path, inputs, evaluation, threads: int, config: Benchmark, metric,
+ENGINE_OF_FORMAT = {"onnx": "onnxruntime", "tflite": "litert"}
+
+
+@dataclass(frozen=True)
+class Job:
+    """One artifact measured for one target, with that target's runtime settings."""
+    artifact: object
+    is_baseline: bool
+    target: str
+    threads: int
+    xnnpack: bool = True
+    delegate: Optional[str] = None
+
+
+def plan_jobs(candidates, targets, cores: int) -> tuple[list[Job], list[dict]]:
+    """Which artifact runs for which target, and the pairs left out with the reason: a
+    profile measures only the formats its `runtime.engines` run (rpi4: TFLite only)."""
+    jobs, skipped = [], []
+    for artifact, is_baseline in candidates:
+        engine = ENGINE_OF_FORMAT[artifact.format]
+        for target, profile in targets:
+            runtime = profile.runtime
+            if engine not in runtime.engines:
+                skipped.append({"artifact": artifact.id, "target": target, "reason":
+                                f"{target} runs {', '.join(runtime.engines)} only "
+                                "(runtime.engines in its profile)"})
+                continue
+            # More threads than the measuring machine has cores only measures contention.
+            threads = min(runtime.threads or cores, cores)
+            jobs.append(Job(artifact, is_baseline, target, threads, runtime.xnnpack,
+                            runtime.delegate if engine == "litert" else None))
+    return jobs, skipped
+
+
+def _command(path: Path, inputs, evaluation, job: Job, config: Benchmark, metric,
              nhwc: bool = False) -> list:
     cmd = [sys.executable, "-m", "runtimes", "bench", str(path), "--json", "--progress",
-           "--samples", "--threads", str(threads), "--warmup", str(config.warmup),
+           "--samples", "--threads", str(job.threads), "--warmup", str(config.warmup),
            "--runs", str(math.ceil(config.runs / config.rounds)),
            "--seconds", str(config.min_seconds / config.rounds),
            "--eval-batch", str(config.eval_batch)]
@@ -79,6 +114,9 @@ def _command(path: Path, inputs, evaluation, threads: int, config: Benchmark, me
         cmd += ["--inputs", str(inputs)]
     if nhwc:
         cmd += ["--nhwc"]
+    if path.suffix == ".tflite":
+        cmd += [] if job.xnnpack else ["--no-xnnpack"]
+        cmd += ["--delegate", job.delegate] if job.delegate else []
     if evaluation:
         cmd += ["--eval", str(evaluation), "--metric", metric["name"]]
         if metric.get("primary"):
@@ -132,7 +170,8 @@ def _record(result: dict, artifact, target: str, metric_info, is_baseline: bool)
         metric = {**result["metric"], "baseline": metric_info["baseline"],
                   "drop": metric_info["baseline"] - value}
     return {
-        "artifact": artifact.id, "target": target, "baseline": is_baseline,
+        "artifact": artifact.id, "format": artifact.format, "target": target,
+        "baseline": is_baseline,
         "runtime": result["runtime"], "measured_on": result["measured_on"],
         "latency_ms": result["latency_ms"], "throughput_per_s": result["throughput_per_s"],
         "runs": result["runs"], "batch_size": result["batch_size"],
@@ -149,19 +188,17 @@ def run(candidates, config: Benchmark, ctx) -> list[dict]:
     inputs, evaluation, metric_info = write_inputs(ctx, ctx.out_dir)
     if metric_info is not None:
         metric_info["primary"] = ctx.metric().primary if metric_info["name"] == "fidelity" else None
-    cores = os.cpu_count() or 1
-    # More threads than the measuring machine has cores only measures contention.
-    jobs = [(artifact, is_baseline, target, min(profile.runtime.threads or cores, cores))
-            for artifact, is_baseline in candidates for target, profile in ctx.targets]
+    jobs, _ = plan_jobs(candidates, ctx.targets, os.cpu_count() or 1)
     rounds = {index: [] for index in range(len(jobs))}
     for round_index in range(config.rounds):
-        for index, (artifact, _, target, threads) in enumerate(jobs):
+        for index, job in enumerate(jobs):
+            artifact = job.artifact
             # The metric does not change between rounds: evaluate in the first one only.
             cmd = _command(ctx.path(artifact), inputs, evaluation if round_index == 0 else None,
-                           threads, config, metric_info, artifact.meta.get("channels_last", False))
-            label = (f"benchmark {artifact.id} on {target} ({threads} threads, round "
+                           job, config, metric_info, artifact.meta.get("channels_last", False))
+            label = (f"benchmark {artifact.id} on {job.target} ({job.threads} threads, round "
                      f"{round_index + 1}/{config.rounds})")
             with ctx.progress.task(label, math.ceil(config.runs / config.rounds)) as advance:
                 rounds[index].append(measure_in_subprocess(cmd, config.timeout_s, advance))
-    return [_record(pool_rounds(rounds[index]), artifact, target, metric_info, is_baseline)
-            for index, (artifact, is_baseline, target, _) in enumerate(jobs)]
+    return [_record(pool_rounds(rounds[index]), job.artifact, job.target, metric_info,
+                    job.is_baseline) for index, job in enumerate(jobs)]

@@ -2,10 +2,11 @@
 checked against torch, and checked that what was promised to be int8 is int8."""
 from __future__ import annotations
 
+import os
 from typing import Literal, Optional
 
 import numpy as np
-from pydantic import Field, PositiveInt, model_validator
+from pydantic import Field, PositiveInt, ValidationError, model_validator
 
 from compress.artifacts import Output
 from compress.errors import ModelError
@@ -17,7 +18,8 @@ PRECISION = {"fp32": "fp32", "fp16": "fp16", "dynamic-int8": "int8-dynamic", "in
 
 
 class ExportTflite(StageConfig):
-    cache_version = 2  # 2: int8 output ranges widened to the float model's true extremes
+    # 2: int8 output ranges widened to the float model's true extremes; 3: bias correction
+    cache_version = 3
     type: Literal["export.tflite"] = "export.tflite"
     mode: Literal["fp32", "fp16", "dynamic-int8", "int8"] = Field(
         "fp32", description="fp16: fp16 weights; dynamic-int8: int8 weights, float "
@@ -27,6 +29,11 @@ class ExportTflite(StageConfig):
         "zero point recorded; float otherwise)")
     channels_last: bool = Field(False, description="NHWC image inputs, as TFLite users feed them")
     samples: PositiveInt = Field(256, description="calibration samples for mode int8")
+    bias_correction: bool = Field(
+        True, description="mode int8: sequential empirical bias correction of every "
+        "convolution and fully connected layer against the float model")
+    bias_correction_samples: PositiveInt = Field(
+        64, description="calibration samples used for bias correction (spread evenly)")
     parity_samples: PositiveInt = Field(32, description="samples compared with torch")
 
     @property
@@ -48,6 +55,24 @@ class ExportTflite(StageConfig):
     def required_data(self) -> tuple[str, ...]:
         return ("calibration",) if self.mode == "int8" else ()
 
+    def for_targets(self, targets: list) -> "ExportTflite":
+        if "mode" in self.model_fields_set:
+            return self
+        wanted = {name: p.export.tflite_mode for name, p in targets if p.export.tflite_mode}
+        modes = set(wanted.values())
+        if len(modes) > 1:
+            asked = ", ".join(f"{name} wants {mode}" for name, mode in wanted.items())
+            raise ValueError(f"the targets ask for different TFLite modes ({asked}); set `mode` "
+                             "on this stage, or add one export.tflite stage per mode")
+        if not modes:
+            return self
+        mode = modes.pop()
+        try:
+            return type(self).model_validate({**self.model_dump(exclude_unset=True), "mode": mode})
+        except ValidationError as exc:
+            raise ValueError(f"mode {mode} (asked for by {', '.join(wanted)}): "
+                             f"{exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+
 
 def _calibration(ctx, config: ExportTflite, channels_last: bool) -> list[dict]:
     data = ctx.require_dataset("calibration", "export.tflite in mode int8")
@@ -58,6 +83,16 @@ def _calibration(ctx, config: ExportTflite, channels_last: bool) -> list[dict]:
             feed = {k: v.transpose(0, 2, 3, 1) if v.ndim == 4 else v for k, v in feed.items()}
         feeds.append(feed)
     return feeds
+
+
+def _bias_correction(fp32, target, calibration: list[dict], config: ExportTflite, ctx) -> dict:
+    from export.tflite_bias_correction import correct_biases
+
+    picks = np.unique(np.linspace(0, len(calibration) - 1,
+                                  min(config.bias_correction_samples, len(calibration))).astype(int))
+    feeds = [calibration[i] for i in picks]
+    with ctx.progress.task(f"bias correction ({len(feeds)} samples)", None) as advance:
+        return correct_biases(fp32, target, feeds, threads=os.cpu_count() or 1, advance=advance)
 
 
 def _parity(path, inputs: dict, reference: list, channels_last: bool) -> dict:
@@ -85,32 +120,41 @@ def _check_int8(report: dict, config: ExportTflite) -> None:
 @register(ExportTflite)
 def run(artifact, config: ExportTflite, ctx) -> list[Output]:
     torch = require("torch", "export.tflite")
-    require("litert_torch", "export.tflite")
-    from export.tflite import ConversionFailed, convert_fp32, quantize, tensor_report
+    from export.tflite import (ConversionFailed, convert_fp32, converter_logs_hidden, quantize,
+                               tensor_report)
 
     model = ctx.torch_model(artifact)
     names = [d.name for d in ctx.pipeline.model.inputs]
     inputs, _ = parity_inputs(ctx, config.parity_samples)
     example = [torch.from_numpy(inputs[n][:1]) for n in names]
     fp32 = ctx.out_dir / ("model.tflite" if config.mode == "fp32" else "fp32.tflite")
+    target, calibration, corrected = fp32, None, None
     ctx.progress.note(f"converting to TFLite ({config.mode})")
-    try:
-        convert_fp32(model, example, fp32, config.channels_last)
-    except ConversionFailed as exc:
-        raise ModelError(f"{exc}; or try another mode") from None
-    target = fp32
-    if config.mode != "fp32":
-        target = ctx.out_dir / "model.tflite"
-        calibration = _calibration(ctx, config, config.channels_last) if config.mode == "int8" else None
-        quantize(fp32, target, config.mode, calibration)
-        fp32.unlink()
-    report = tensor_report(target)
-    _check_int8(report, config)
-    single = {n: inputs[n] for n in names[:1]}
-    parity = _parity(target, single, torch_outputs(model, names, inputs, torch), config.channels_last)
+    with converter_logs_hidden():
+        require("litert_torch", "export.tflite")
+        try:
+            convert_fp32(model, example, fp32, config.channels_last)
+        except ConversionFailed as exc:
+            raise ModelError(f"{exc}; or try another mode") from None
+        if config.mode != "fp32":
+            target = ctx.out_dir / "model.tflite"
+            calibration = _calibration(ctx, config, config.channels_last) if config.mode == "int8" else None
+            quantize(fp32, target, config.mode, calibration)
+    if config.mode == "int8" and config.bias_correction:  # outside: it shows progress
+        corrected = _bias_correction(fp32, target, calibration, config, ctx)
+    with converter_logs_hidden():
+        if target != fp32:
+            fp32.unlink()
+        report = tensor_report(target)
+        _check_int8(report, config)
+        single = {n: inputs[n] for n in names[:1]}
+        reference = torch_outputs(model, names, inputs, torch)
+        parity = _parity(target, single, reference, config.channels_last)
     if config.mode == "fp32" and not parity["cosine"] > 0.9999:
         raise ModelError(f"TFLite output differs from torch (cosine {parity['cosine']:.6f}, max abs "
                          f"error {parity['max_abs_error']:.3g}); try exporting ONNX instead")
     meta = {"mode": config.mode, "io": config.io_type, "channels_last": config.channels_last,
             "parity": {"worst": {"output": "output", **parity}}, "tensors": report}
+    if corrected:
+        meta["bias_correction"] = corrected
     return [Output(target, "tflite", PRECISION[config.mode], meta)]

@@ -20,7 +20,7 @@ import yaml
 
 from tests.conftest import pipeline_dict, run_cli, write_pipeline
 
-# 31 cases, ~40 CLI runs (most import torch): 86-108 s in all, checkpoint training included.
+# 37 cases, ~45 CLI runs (most import torch): ~2 min in all, checkpoint training included.
 pytestmark = pytest.mark.slow
 
 # Loaders a user could plausibly get wrong, written next to the pipeline as baddata.py.
@@ -200,6 +200,56 @@ def _bad_profile_file(project: Path) -> Path:
     return _write(project, targets=["my-board.yaml"])
 
 
+def _my_board(project: Path, **runtime_and_export) -> str:
+    """A copy of host-cpu named my-board, with the given runtime/export settings."""
+    profile = yaml.safe_load((Path(__file__).resolve().parents[2] / "profiles"
+                              / "host-cpu.yaml").read_text())
+    profile["name"] = "my-board"
+    for section, values in runtime_and_export.items():
+        profile.setdefault(section, {}).update(values)
+    (project / "my-board.yaml").write_text(yaml.safe_dump(profile))
+    return "my-board.yaml"
+
+
+TFLITE_STAGES = [{"type": "export.tflite"}, {"type": "benchmark", "warmup": 2, "runs": 20}]
+
+
+def _missing_delegate(project: Path) -> Path:
+    board = _my_board(project, runtime={"delegate": "libedgetpu.so.1"})
+    return _write(project, stages=TFLITE_STAGES, targets=[board])
+
+
+def _conflicting_tflite_modes(project: Path) -> Path:
+    board = _my_board(project, export={"tflite_mode": "fp16"})
+    return _write(project, stages=TFLITE_STAGES, targets=["rpi4", board])
+
+
+def _unknown_engine(project: Path) -> Path:
+    return _write(project, targets=[_my_board(project, runtime={"engines": ["tensorrt"]})])
+
+
+def _int8_from_profile_without_calibration(project: Path) -> Path:
+    return _write(project, stages=TFLITE_STAGES, targets=["rpi4"],
+                  data={"evaluation": "data:evaluation", "metric": {"type": "accuracy"}})
+
+
+def _tflite_source(project: Path, content: bytes, stages: list) -> Path:
+    (project / "given.tflite").write_bytes(content)
+    model = {"tflite": "given.tflite", "inputs": pipeline_dict()["model"]["inputs"]}
+    return _write(project, model=model, stages=stages)
+
+
+FIXTURE_INT8 = Path(__file__).resolve().parents[1] / "fixtures" / "digits_cnn_int8.tflite"
+
+
+def _corrupt_tflite_source(project: Path) -> Path:
+    return _tflite_source(project, FIXTURE_INT8.read_bytes()[:200], TFLITE_STAGES[1:])
+
+
+def _tflite_source_with_export(project: Path) -> Path:
+    return _tflite_source(project, FIXTURE_INT8.read_bytes(), [{"type": "export.onnx"}])
+
+
 def _no_calibration(project: Path) -> Path:
     return _write(project, data={"evaluation": "data:evaluation",
                                  "metric": {"type": "accuracy"}})
@@ -303,6 +353,22 @@ CASES = [
     # inside export.onnx, whose first `model(*example)` is outside its try block.
     Case("declared-shape-no-data", _declared_shape({}),
          ("[1, 3, 8, 8]", "1 channels")),
+    # TFLite and LiteRT
+    Case("tflite-delegate-missing", _missing_delegate,
+         ("targets.0: profile my-board:", "delegate 'libedgetpu.so.1' cannot be loaded",
+          "runtime.delegate")),
+    Case("tflite-modes-conflict", _conflicting_tflite_modes,
+         ("stages.0:", "rpi4 wants int8", "my-board wants fp16", "set `mode` on this stage"),
+         validate=True),
+    Case("profile-unknown-engine", _unknown_engine,
+         ("my-board.yaml: runtime.engines.0:", "'onnxruntime' or 'litert'"), validate=True),
+    Case("tflite-int8-from-profile-without-calibration", _int8_from_profile_without_calibration,
+         ("stage 1 (export.tflite, int8) needs data.calibration",)),
+    Case("tflite-source-corrupt", _corrupt_tflite_source,
+         ("model.tflite: LiteRT cannot load", "given.tflite", "complete .tflite model")),
+    Case("tflite-source-with-export-stage", _tflite_source_with_export,
+         ("stage 1 (export.onnx) needs a torch or ONNX model", "can only be benchmarked"),
+         validate=True),
     Case("accuracy-without-labels", _loader("data:calibration", "baddata:no_labels"),
          ("data.metric is accuracy but data.evaluation has no labels",)),
 ]

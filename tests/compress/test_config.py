@@ -10,7 +10,8 @@ from tests.conftest import QUICKSTART, pipeline_dict, run_cli
 
 def test_quickstart_pipeline_is_valid():
     pipeline = load_pipeline(QUICKSTART / "pipeline.yaml")
-    assert [s.type for s in pipeline.stages] == ["export.onnx", "quantize", "benchmark"]
+    assert [s.type for s in pipeline.stages] == ["export.onnx", "quantize", "export.tflite",
+                                                "benchmark"]
     assert pipeline.model.torch.factory == "model:build"
     assert pipeline.resolve("digits_cnn.pt") == QUICKSTART.resolve() / "digits_cnn.pt"
 

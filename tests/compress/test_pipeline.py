@@ -1,4 +1,4 @@
-"""End to end: the digits CNN -> ONNX -> INT8 -> benchmark -> verdicts -> report."""
+"""End to end: the digits CNN -> ONNX -> INT8 and -> TFLite -> benchmark -> verdicts -> report."""
 import json
 
 import pytest
@@ -13,7 +13,10 @@ REPORT_KEYS = {"pipeline", "manifest", "artifacts", "benchmarks", "verdicts", "p
 @pytest.fixture(scope="module")
 def finished(tmp_path_factory, digits_checkpoint):
     folder = fill_project(tmp_path_factory.mktemp("e2e"), digits_checkpoint)
-    path = write_pipeline(folder, pipeline_dict(targets=["host-cpu", "rpi4"]))
+    stages = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static"},
+              {"type": "export.tflite", "input": "source"},  # mode: from rpi4's profile
+              {"type": "benchmark", "warmup": 2, "runs": 20}]
+    path = write_pipeline(folder, pipeline_dict(targets=["host-cpu", "rpi4"], stages=stages))
     return folder, path, compress.run(path)
 
 
@@ -23,8 +26,9 @@ def test_report_has_every_section(finished):
     assert REPORT_KEYS <= set(report)
     assert report["pipeline"]["name"] == "t" and len(report["pipeline"]["config_sha256"]) == 64
     assert report["manifest"]["packages"]["onnxruntime"]
-    assert [a["format"] for a in report["artifacts"]] == ["torch", "onnx", "onnx"]
-    assert [a["precision"] for a in report["artifacts"]] == ["fp32", "fp32", "int8"]
+    assert [a["format"] for a in report["artifacts"]] == ["torch", "onnx", "onnx", "tflite"]
+    # the TFLite stage sets no mode: rpi4's profile asks for full int8
+    assert [a["precision"] for a in report["artifacts"]] == ["fp32", "fp32", "int8", "int8"]
     for artifact in report["artifacts"]:
         assert sha256_file(result.run_dir / artifact["path"]) == artifact["sha256"]
     bench = report["benchmarks"][0]
@@ -34,12 +38,17 @@ def test_report_has_every_section(finished):
     assert "Which variant fits which device" in (result.run_dir / "report.md").read_text()
 
 
-def test_benchmarks_cover_baseline_and_int8_on_every_target(finished):
+def test_each_target_measures_the_engines_its_profile_runs(finished):
     _, _, result = finished
     pairs = {(b["artifact"], b["target"], b["baseline"]) for b in result.benchmarks}
-    assert pairs == {("01-export.onnx", "host-cpu", True), ("01-export.onnx", "rpi4", True),
-                     ("02-quantize", "host-cpu", False), ("02-quantize", "rpi4", False)}
+    # host-cpu runs both engines; rpi4 runs LiteRT only
+    assert pairs == {("01-export.onnx", "host-cpu", True), ("02-quantize", "host-cpu", False),
+                     ("03-export.tflite", "host-cpu", False), ("03-export.tflite", "rpi4", False)}
     assert not any(b["torch_loaded"] for b in result.benchmarks)
+    tflite = next(b for b in result.benchmarks if b["artifact"] == "03-export.tflite")
+    assert tflite["runtime"]["engine"] == "litert" and tflite["runtime"]["xnnpack"]
+    left_out = {(f["artifact"], f["target"]): f["fits"] for f in result.report["fits"]}
+    assert left_out[("02-quantize", "rpi4")].startswith("not measured: rpi4 runs litert only")
 
 
 def test_int8_keeps_accuracy_on_held_out_digits(finished):
@@ -55,7 +64,7 @@ def test_int8_keeps_accuracy_on_held_out_digits(finished):
 def test_rpi4_verdicts_are_off_target_on_this_host(finished):
     _, _, result = finished
     rpi4 = {v.metric: v.status for v in result.verdicts
-            if v.target == "rpi4" and v.artifact == "02-quantize"}
+            if v.target == "rpi4" and v.artifact == "03-export.tflite"}
     assert rpi4["latency_p90_ms"] == "off-target"
     assert rpi4["model_size_mb"] == "pass"
     assert result.passed  # off-target does not fail without --strict

@@ -72,3 +72,18 @@ def test_invalid_profiles_say_what_is_wrong(tmp_path, text, fragment):
 def test_unknown_profile_lists_known_ones():
     with pytest.raises(ProfileError, match="host-cpu"):
         load_profile("rpi9")
+
+
+def test_profiles_pick_their_engines():
+    rpi4, rpi5, host = load_profile("rpi4"), load_profile("rpi5"), load_profile("host-cpu")
+    for pi in (rpi4, rpi5):  # LiteRT with XNNPACK and a full-int8 model
+        assert pi.runtime.engines == ("litert",) and pi.runtime.xnnpack
+        assert pi.export.tflite_mode == "int8" and pi.runtime.delegate is None
+    assert set(host.runtime.engines) == {"onnxruntime", "litert"}
+
+
+def test_an_engine_listed_twice_is_an_error(tmp_path):
+    path = tmp_path / "twice.yaml"
+    path.write_text("name: twice\ndevice: {arch: any}\nruntime: {engines: [litert, litert]}\n")
+    with pytest.raises(ProfileError, match="runtime.engines: Value error, list each engine once"):
+        load_profile(str(path))

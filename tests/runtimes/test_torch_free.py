@@ -78,3 +78,14 @@ def test_bench_cli_rejects_a_corrupt_model(tmp_path):
                            cwd=REPO, capture_output=True, text=True)
     assert child.returncode == 2
     assert "cannot load" in child.stderr and "Traceback" not in child.stderr
+
+
+@pytest.mark.parametrize("library", ["libedgetpu.so.1", "/etc/hostname"])
+def test_bench_cli_names_a_delegate_that_cannot_be_loaded(library):
+    pytest.importorskip("ai_edge_litert")
+    model = REPO / "tests" / "fixtures" / "digits_cnn_int8.tflite"
+    child = subprocess.run([sys.executable, "-m", "runtimes", "bench", str(model),
+                            "--delegate", library], cwd=REPO, capture_output=True, text=True)
+    assert child.returncode == 2, child.stderr
+    assert f"the LiteRT delegate '{library}' cannot be loaded" in child.stderr
+    assert "Traceback" not in child.stderr
