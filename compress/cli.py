@@ -70,7 +70,14 @@ def _cmd_profiles(args) -> int:
         return 0
     for p in found:
         budget = ", ".join(f"{k}={v:g}" for k, v in p.budget.model_dump().items() if v is not None)
-        print(f"{p.name:<18} {p.device.arch:<8} {p.description}\n{'':<18} budget: {budget}")
+        runtime = p.runtime
+        engines = ", ".join(runtime.engines) + (f" (threads {runtime.threads})" if runtime.threads else "")
+        if "litert" in runtime.engines:
+            engines += f"; LiteRT {'XNNPACK' if runtime.xnnpack else 'built-in kernels'}"
+            engines += f", delegate {runtime.delegate}" if runtime.delegate else ""
+            engines += f", TFLite mode {p.export.tflite_mode}" if p.export.tflite_mode else ""
+        print(f"{p.name:<18} {p.device.arch:<8} {p.description}\n{'':<18} engines: {engines}"
+              f"\n{'':<18} budget: {budget}")
     return 0
 
 

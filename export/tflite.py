@@ -25,20 +25,24 @@ LOWERING = re.compile(r"Lowering not found: (\S+)")
 
 @contextlib.contextmanager
 def converter_logs_hidden():
-    """Send what the converter stack prints to fd 2 (absl and TensorFlow C++ logs, torchao
-    load failures, deprecation warnings) to a scratch file instead of the user's screen;
-    errors still surface as exceptions with their own message."""
+    """Send what the converter stack prints to fds 1 and 2 (absl and TensorFlow C++ logs,
+    torchao load failures, the quantizer's timing lines, deprecation warnings) to a
+    scratch file instead of the user's screen; errors still surface as exceptions."""
+    sys.stdout.flush()
     sys.stderr.flush()
-    saved = os.dup(2)
+    saved = {fd: os.dup(fd) for fd in (1, 2)}
     with tempfile.TemporaryFile() as scratch, warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        os.dup2(scratch.fileno(), 2)
+        for fd in saved:
+            os.dup2(scratch.fileno(), fd)
         try:
             yield
         finally:
+            sys.stdout.flush()
             sys.stderr.flush()
-            os.dup2(saved, 2)
-            os.close(saved)
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
 
 
 class ConversionFailed(Exception):

@@ -101,12 +101,19 @@ class LiteRTSession(Session):
             for d in self._inputs)
         self.outputs = tuple(d["name"] for d in self._outputs)
 
-    def _set_input(self, detail: dict, value: np.ndarray) -> None:
+    @staticmethod
+    def _to_native(detail: dict, value: np.ndarray) -> np.ndarray:
         if _is_quantized(detail) and not np.issubdtype(value.dtype, np.integer):
             scale, zero = detail["quantization"]
             info = np.iinfo(detail["dtype"])
             value = np.clip(np.round(value / scale + zero), info.min, info.max)
-        value = np.ascontiguousarray(value, dtype=detail["dtype"])
+        return np.ascontiguousarray(value, dtype=detail["dtype"])
+
+    def native_feeds(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        return {d["name"]: self._to_native(d, feeds[d["name"]]) for d in self._inputs}
+
+    def _set_input(self, detail: dict, value: np.ndarray) -> None:
+        value = self._to_native(detail, value)
         if tuple(value.shape) != tuple(detail["shape"]):  # e.g. another batch size
             self._interpreter.resize_tensor_input(detail["index"], value.shape)
             self._interpreter.allocate_tensors()

@@ -34,6 +34,12 @@ class Session(abc.ABC):
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         """Run the model once; outputs in the model's output order."""
 
+    def native_feeds(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """`feeds` converted once to what the model takes (e.g. int8 for a quantized
+        input), so timing measures the model and not a conversion a deployment would
+        not do per frame."""
+        return feeds
+
     def describe(self) -> dict:
         """Engine details for the report (version, providers, threads)."""
         return {"engine": self.engine}

@@ -82,3 +82,15 @@ def test_corrupt_tflite_is_a_clear_error(tmp_path):
     broken.write_bytes(INT8.read_bytes()[:500])
     with pytest.raises(RuntimeInputError, match="LiteRT cannot load"):
         load(str(broken))
+
+
+def test_int8_inputs_are_converted_once_before_timing(held_out):
+    images, _ = held_out
+    with load(str(INT8), threads=2) as session:
+        name = session.inputs[0].name
+        native = session.native_feeds({name: images[:1]})
+        assert native[name].dtype == np.int8  # what measure() times with
+        np.testing.assert_array_equal(session.run(native)[0], session.run({name: images[:1]})[0])
+    with load(str(FP32), threads=2) as session:
+        name = session.inputs[0].name
+        assert session.native_feeds({name: images[:1]})[name].dtype == np.float32
