@@ -46,6 +46,25 @@ class RunContext:
         return Metric(type="accuracy" if data is not None and data.labels is not None
                       else "fidelity")
 
+    def metric_baseline(self) -> float:
+        """The source model's own metric: its accuracy, or 1.0 for fidelity (the original
+        agrees with itself). Drops are measured from it."""
+        if self.metric().type == "accuracy":
+            from runtimes.metrics import accuracy
+            data = self.require_dataset("evaluation", "the metric")
+            return accuracy(self.reference_outputs(), data.labels)
+        return 1.0
+
+    def score(self, model_path: Path) -> float:
+        """The metric of an ONNX/TFLite file on the evaluation data, in this process."""
+        from runtimes.metrics import evaluate
+        data = self.require_dataset("evaluation", "the metric")
+        metric = self.metric()
+        outputs = run_model(model_path, self.pipeline, data.inputs)
+        reference = self.reference_outputs() if metric.type == "fidelity" else None
+        return evaluate(outputs, metric=metric.type, labels=data.labels, reference=reference,
+                        primary=metric.primary)["value"]
+
     def reference_outputs(self):
         """The source model's first output on the evaluation inputs (computed once)."""
         if self._reference is None:

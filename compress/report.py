@@ -135,8 +135,40 @@ def _verdict_table(report: dict) -> list[str]:
     return lines
 
 
+def _quantization_details(report: dict) -> list[str]:
+    """Accuracy-aware searches (sensitivity table, layers kept in float) and INT4 weight
+    precision, for the artifacts that have them."""
+    lines = []
+    for artifact in report["artifacts"]:
+        meta, name = artifact.get("meta") or {}, artifact["id"]
+        search = meta.get("accuracy_aware")
+        if search:
+            verdict = "met" if search["budget_met"] else "NOT met (best model found kept)"
+            kept = ", ".join(search["kept_in_float"]) or "none"
+            lines += [f"### {name}: accuracy-aware, max_drop {search['max_drop']:g}", "",
+                      f"All layers quantized: drop {search['all_quantized_drop']:.6f}. Budget "
+                      f"{verdict}: final drop {search['final_drop']:.6f} with {len(search['kept_in_float'])} "
+                      f"layer(s) in float ({kept}); {search['attempts']} quantized models tried.", ""]
+            if search["sensitivity"]:
+                lines += ["| layer | metric with it in float | recovered |", "|---|---:|---:|"]
+                lines += [f"| {row['layer']} | {row['metric_without_it']:.6f} | {row['recovered']:+.6f} |"
+                          for row in sorted(search["sensitivity"], key=lambda r: -r["recovered"])]
+                lines.append("")
+        weights = meta.get("weights")
+        if weights:
+            biggest = ", ".join(f"{t['name']} ({format_count(t['parameters'])})"
+                                for t in weights["largest_float_tensors"][:4]) or "none"
+            lines += [f"### {name}: weight precision", "",
+                      f"{weights['effective_bits_per_weight']:.2f} bits per weight on average "
+                      f"(scales included) over {format_count(weights['parameters'])} parameters; "
+                      f"{weights['float_share']:.1%} stayed in float (largest: {biggest}).", ""]
+    return lines
+
+
 def render_markdown(report: dict) -> str:
     m = report["manifest"]
+    details = _quantization_details(report)
+    details = ["## Quantization details", "", *details] if details else []
     verdict = "PASSED" if report["passed"] else "FAILED"
     lines = [f"# {report['pipeline']['name']}: {verdict}", "",
              f"Gated targets: {', '.join(report['gated_targets']) or 'none'}"
@@ -149,6 +181,7 @@ def render_markdown(report: dict) -> str:
     host = m["host"]
     lines += ["", "## What each stage did to the model", "", *_model_table(report), "",
               "## Artifacts", "", *_artifact_table(report), "",
+              *details,
               f"## Benchmarks (measured on {host['arch']} {host['cpu']}, batch as declared)", "",
               *_benchmark_table(report), "",
               "peak MB is the benchmark process's peak resident memory; (model) is that minus "

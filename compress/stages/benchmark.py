@@ -54,19 +54,16 @@ def write_inputs(ctx, folder: Path) -> tuple[Path | None, Path | None, dict | No
     if evaluation is None:
         return folder / "batch.npz", None, None
     from runtimes.feeds import LABELS_KEY, REFERENCE_KEY
-    from runtimes.metrics import accuracy
 
     metric = ctx.metric()
     bundle = dict(evaluation.inputs)
-    reference = ctx.reference_outputs()
     if metric.type == "accuracy":
         bundle[LABELS_KEY] = evaluation.labels
-        baseline = accuracy(reference, evaluation.labels)
     else:
-        bundle[REFERENCE_KEY] = reference
-        baseline = 1.0  # the original model agrees with itself
+        bundle[REFERENCE_KEY] = ctx.reference_outputs()
     np.savez(folder / "eval.npz", **bundle)
-    return folder / "batch.npz", folder / "eval.npz", {"name": metric.type, "baseline": baseline}
+    return (folder / "batch.npz", folder / "eval.npz",
+            {"name": metric.type, "baseline": ctx.metric_baseline()})
 
 
 ENGINE_OF_FORMAT = {"onnx": "onnxruntime", "tflite": "litert"}

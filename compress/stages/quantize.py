@@ -1,37 +1,36 @@
-"""`quantize` for ONNX models with onnxruntime: int8-static (QDQ) and int8-dynamic."""
+"""`quantize` for ONNX models with onnxruntime: int8-static (QDQ), int8-dynamic, INT4
+weight-only (MatMulNBits), fp16; optionally accuracy-aware (`max_drop`)."""
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
-from collections import Counter
 from pathlib import Path
-from typing import Literal
+from typing import Literal, Optional, Union
 
-import numpy as np
-from pydantic import Field, PositiveInt
+from pydantic import Field, NonNegativeFloat, PositiveInt, field_validator, model_validator
 
 from compress.artifacts import Output
 from compress.errors import ModelError
 from compress.lazy import require
+from compress.quant.ort_int8 import (op_histogram, preprocess, quantize_dynamic_int8,
+                                     quantize_static_qdq)
 from compress.stagebase import StageConfig, register
 
-# Measured here (x86-64 with AVX-512 VNNI, 2 threads, onnxruntime 1.31, batch 1): dynamic
-# INT8 turns every Conv into ConvInteger, which has no fast kernel. EfficientNet-Lite0:
-# 102 ms vs 6.1 ms and 77 ms vs 5.9 ms FP32 in two runs (13-17x slower, top-1 agreement
-# 0.69); quickstart CNN: 4.8x slower.
-CONV_DYNAMIC_WARNING = (
-    "int8-dynamic turns every Conv into ConvInteger, which onnxruntime runs far slower than "
-    "float: measured 13-17x slower than FP32 on EfficientNet-Lite0 and 4.8x slower on the "
-    "quickstart CNN. Use `scheme: int8-static` with calibration data for convolutional "
-    "models, or set `force: true` to quantize dynamically anyway")
+PRECISION = {"int8-static": "int8", "int8-dynamic": "int8", "int4-weight-only": "int4",
+             "fp16": "fp16"}
+# Layers the accuracy-aware search may keep in float, per scheme.
+SEARCHABLE = {"int8-static": ("Conv", "MatMul", "Gemm"), "int8-dynamic": ("MatMul", "Gemm"),
+              "int4-weight-only": ("MatMul", "Gemm")}
 
 
 class Quantize(StageConfig):
     type: Literal["quantize"] = "quantize"
-    scheme: Literal["int8-static", "int8-dynamic"] = Field(
+    scheme: Literal["int8-static", "int8-dynamic", "int4-weight-only", "fp16"] = Field(
         description="int8-static: QDQ with calibrated activations (CNNs); int8-dynamic: "
-        "weights int8, activations quantized at run time (MatMul-heavy models)")
+        "weights int8, activations quantized at run time (MatMul-heavy models); "
+        "int4-weight-only: 4-bit block-wise MatMul (and embedding) weights, float "
+        "activations; fp16: half-precision weights and compute (GPU targets)")
+    # int8-static
     calibration: Literal["minmax", "entropy", "percentile"] = "minmax"
     percentile: float = Field(99.999, gt=90, lt=100, description="for calibration: percentile")
     entropy_bins: PositiveInt = Field(2048, description="histogram bins for entropy calibration")
@@ -41,144 +40,109 @@ class Quantize(StageConfig):
         "uint8", description="uint8 activations + int8 weights (U8S8) get onnxruntime's fast "
         "x86 kernels; int8 (S8S8) leaves many convs in float on x86")
     reduce_range: bool = Field(False, description="7-bit weights, for x86 CPUs without VNNI")
-    preprocess: bool = Field(True, description="onnxruntime's quant_pre_process first")
-    exclude_nodes: tuple[str, ...] = Field((), description="node names to keep in float")
+    preprocess: bool = Field(True, description="onnxruntime's quant_pre_process first (int8)")
     bias_correction: bool = Field(
         True, description="int8-static: sequential empirical bias correction of every "
         "Conv/Gemm (undoes the mean shift quantization adds, layer by layer)")
     bias_correction_samples: PositiveInt = Field(
         128, description="calibration samples used for bias correction (spread evenly)")
     force: bool = Field(False, description="allow int8-dynamic on a convolutional model")
+    # int4-weight-only
+    block_size: int = Field(32, description="int4: weights per scale (a power of 2, >= 16)")
+    symmetric: bool = Field(True, description="int4: symmetric blocks (no zero point)")
+    algorithm: Literal["rtn", "hqq"] = Field(
+        "rtn", description="int4: round-to-nearest, or HQQ (half-quadratic, no data needed)")
+    accuracy_level: Optional[Literal[0, 1, 2, 3, 4]] = Field(
+        None, description="int4: MatMulNBits compute type (4: int8 compute, fastest on x86; "
+        "0/1: float32)")
+    quantize_embeddings: bool = Field(
+        True, description="int4: also quantize Gather embedding tables (GatherBlockQuantized)")
+    # fp16
+    keep_io_types: bool = Field(True, description="fp16: keep float32 inputs and outputs")
+    # every scheme but fp16
+    exclude_nodes: tuple[str, ...] = Field((), description="node names to keep in float")
+    max_drop: Optional[Union[NonNegativeFloat, Literal["targets"]]] = Field(
+        None, description="accuracy-aware: the largest metric drop allowed ('targets': the "
+        "tightest accuracy_drop budget of the pipeline's targets); layers that cost the "
+        "most are kept in float until it holds")
+
+    @field_validator("block_size")
+    @classmethod
+    def _power_of_two(cls, value: int) -> int:
+        if value < 16 or value & (value - 1):
+            raise ValueError("block_size must be a power of 2 of at least 16 (16, 32, 64, 128)")
+        return value
+
+    @model_validator(mode="after")
+    def _max_drop_fits_scheme(self):
+        if self.max_drop is not None and self.scheme == "fp16":
+            raise ValueError("max_drop needs layers that can be kept in float; fp16 converts "
+                             "the whole model (use an int8 or int4 scheme)")
+        return self
 
     def required_data(self) -> tuple[str, ...]:
-        return ("calibration",) if self.scheme == "int8-static" else ()
+        needed = ("calibration",) if self.scheme == "int8-static" else ()
+        return needed + (("evaluation",) if self.max_drop is not None else ())
+
+    def for_targets(self, targets: list) -> "Quantize":
+        if self.max_drop != "targets":
+            return self
+        budgets = {name: p.budget.accuracy_drop for name, p in targets
+                   if p.budget.accuracy_drop is not None}
+        if not budgets:
+            raise ValueError("max_drop: targets needs a target profile with a "
+                             "budget.accuracy_drop; give a number instead")
+        return self.model_copy(update={"max_drop": min(budgets.values())})
 
 
-def op_histogram(path: Path) -> Counter:
+def _quantizer(config: Quantize, source: Path, ops, ctx):
+    """One function for every scheme: (nodes kept in float, target path) -> meta."""
+    if config.scheme == "int8-static":
+        return lambda exclude, target: quantize_static_qdq(source, target, config, ctx, exclude)
+    if config.scheme == "int8-dynamic":
+        return lambda exclude, target: quantize_dynamic_int8(source, target, config, ops, exclude)
+    if config.scheme == "int4-weight-only":
+        from compress.quant.int4 import quantize_int4
+        return lambda exclude, target: quantize_int4(source, target, config, exclude)
+    from compress.quant.fp16 import convert_fp16
+    return lambda exclude, target: convert_fp16(source, target, config)
+
+
+def _accuracy_aware(quantize_one, source: Path, target: Path, config: Quantize, ctx) -> dict:
+    from compress.quant.accuracy_aware import keep, search
+
     onnx = require("onnx", "quantize")
-    return Counter(node.op_type for node in onnx.load(str(path), load_external_data=False).graph.node)
-
-
-def _preprocess(source: Path, out_dir: Path, ctx) -> Path:
-    from onnxruntime.quantization.shape_inference import quant_pre_process
-
-    target = out_dir / "preprocessed.onnx"
-    try:
-        quant_pre_process(str(source), str(target))
-    except Exception as exc:  # symbolic shape inference fails on some graphs
-        ctx.progress.note(f"quant_pre_process failed ({type(exc).__name__}); quantizing the "
-                          "model as exported")
-        return source
-    return target
-
-
-class _Reader:
-    """Feeds calibration samples one model batch at a time and advances the progress bar."""
-
-    def __init__(self, inputs: dict, batch: int, advance):
-        self._inputs, self._batch, self._advance = inputs, batch, advance
-        self._total = len(next(iter(inputs.values())))
-        self._start = 0
-
-    def get_next(self):
-        if self._start + self._batch > self._total:
-            return None
-        feed = {k: v[self._start:self._start + self._batch] for k, v in self._inputs.items()}
-        self._start += self._batch
-        self._advance(self._batch)
-        return feed
-
-    def rewind(self):
-        self._start = 0
-
-
-def _static(source: Path, target: Path, config: Quantize, ctx) -> dict:
-    from onnxruntime.quantization import (CalibrationMethod, QuantFormat, QuantType,
-                                          quantize_static)
-    data = ctx.require_dataset("calibration", "int8-static quantization")
-    spec = ctx.pipeline.model.inputs[0]
-    batch = 2 if ctx.pipeline.model.dynamic_batch else spec.shape[0]
-    usable = min(config.samples, len(data)) // batch * batch
-    if usable == 0:
-        raise ModelError(f"int8-static needs at least {batch} calibration samples; got {len(data)}")
-    inputs = data.head(usable)
-    method = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
-              "percentile": CalibrationMethod.Percentile}[config.calibration]
-    extra = {"CalibPercentile": config.percentile} if config.calibration == "percentile" else {}
-    act = QuantType.QUInt8 if config.activations == "uint8" else QuantType.QInt8
-    with ctx.progress.task(f"calibrating ({config.calibration}, {usable} samples)", usable) as advance:
-        reader = _Reader(inputs, batch, advance)
-        cache = None
-        if config.calibration == "entropy":
-            cache = _entropy_ranges(source, reader, config, target.parent)
-        quantize_static(str(source), str(target), reader, quant_format=QuantFormat.QDQ,
-                        per_channel=config.per_channel, reduce_range=config.reduce_range,
-                        activation_type=act, weight_type=QuantType.QInt8,
-                        nodes_to_exclude=list(config.exclude_nodes) or None,
-                        calibrate_method=method, extra_options=extra,
-                        calibration_cache_path=cache)
-    if cache is not None:
-        cache.unlink(missing_ok=True)
-    meta = {"calibration": config.calibration, "calibration_samples": usable}
-    if config.bias_correction:
-        meta["bias_correction"] = _bias_correction(source, target, inputs, batch, config, ctx)
-    return meta
-
-
-def _bias_correction(float_model: Path, target: Path, inputs: dict, batch: int,
-                     config: Quantize, ctx) -> dict:
-    from compress.bias_correction import correct_biases
-
-    total = len(next(iter(inputs.values()))) // batch
-    picks = np.unique(np.linspace(0, total - 1, min(config.bias_correction_samples, total)).astype(int))
-    feeds = [{k: v[i * batch:(i + 1) * batch] for k, v in inputs.items()} for i in picks]
-    with ctx.progress.task(f"bias correction ({len(feeds)} samples)", None) as advance:
-        return correct_biases(float_model, target, feeds, threads=os.cpu_count() or 1,
-                              advance=advance)
-
-
-def _entropy_ranges(source: Path, reader: _Reader, config: Quantize, out_dir: Path) -> Path:
-    """quantize_static does not pass `num_bins` on to the entropy calibrator (it silently
-    uses 128 bins, which makes entropy equal MinMax); run the calibrator ourselves and hand
-    the ranges over through the calibration cache file."""
-    from onnxruntime.quantization.calibrate import (CalibrationMethod, create_calibrator,
-                                                    save_tensors_data)
-    calibrator = create_calibrator(
-        str(source), augmented_model_path=str(out_dir / "augmented.onnx"),
-        calibrate_method=CalibrationMethod.Entropy,
-        extra_options={"num_bins": config.entropy_bins, "num_quantized_bins": 128})
-    calibrator.collect_data(reader)
-    ranges = calibrator.compute_data()
-    (out_dir / "augmented.onnx").unlink(missing_ok=True)
-    cache = out_dir / "entropy_ranges.json"
-    save_tensors_data(ranges, cache)
-    reader.rewind()
-    return cache
-
-
-def _dynamic(source: Path, target: Path, config: Quantize, ops: Counter) -> dict:
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-    convs, matmuls = ops["Conv"], ops["MatMul"] + ops["Gemm"]
-    if convs and convs >= matmuls and not config.force:
-        raise ModelError(f"this model has {convs} Conv and {matmuls} MatMul/Gemm nodes. "
-                         + CONV_DYNAMIC_WARNING)
-    quantize_dynamic(str(source), str(target), per_channel=config.per_channel,
-                     reduce_range=config.reduce_range, weight_type=QuantType.QInt8,
-                     nodes_to_exclude=list(config.exclude_nodes) or None)
-    return {}
+    kinds = SEARCHABLE[config.scheme]
+    layers = [n.name for n in onnx.load(str(source), load_external_data=False).graph.node
+              if n.op_type in kinds and n.name and n.name not in config.exclude_nodes]
+    with ctx.progress.task(f"accuracy-aware {config.scheme} (max_drop {config.max_drop})",
+                           None) as advance:
+        def evaluate(path: Path) -> float:
+            advance(1)
+            return ctx.score(path)
+        best, report = search(quantize_one, evaluate, ctx.metric_baseline(), layers,
+                              config.max_drop, ctx.out_dir, note=ctx.progress.note)
+    keep(best, target)
+    if not report["budget_met"]:
+        ctx.progress.note(f"max_drop {config.max_drop} not reached: keeping the best model "
+                          f"found (drop {best.drop:.4f}, {len(best.excluded)} layers in float)")
+    return {**best.meta, "accuracy_aware": report}
 
 
 @contextlib.contextmanager
 def _quiet_root_logger():
-    """onnxruntime's quantizer logs advice through the root logger (e.g. 'consider
-    pre-processing' when `preprocess: false` was chosen on purpose); keep the output clean."""
-    root = logging.getLogger()
-    level = root.level
-    root.setLevel(logging.ERROR)
+    """onnxruntime's quantizers log advice through the root logger (e.g. 'consider
+    pre-processing' when `preprocess: false` was chosen on purpose) and a line per node
+    through their own; keep the output clean."""
+    loggers = [logging.getLogger(), logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer")]
+    levels = [logger.level for logger in loggers]
+    for logger in loggers:
+        logger.setLevel(logging.ERROR)
     try:
         yield
     finally:
-        root.setLevel(level)
+        for logger, level in zip(loggers, levels):
+            logger.setLevel(level)
 
 
 @register(Quantize)
@@ -189,17 +153,22 @@ def run(artifact, config: Quantize, ctx) -> list[Output]:
     require("onnxruntime.quantization", "quantize")
     source = ctx.path(artifact)
     ops_before = op_histogram(source)
-    prepared = _preprocess(source, ctx.out_dir, ctx) if config.preprocess else source
+    int8 = config.scheme.startswith("int8")
+    prepared = preprocess(source, ctx.out_dir, ctx) if config.preprocess and int8 else source
     target = ctx.out_dir / "model.onnx"
+    quantize_one = _quantizer(config, prepared, ops_before, ctx)
     with _quiet_root_logger():
-        if config.scheme == "int8-static":
-            meta = _static(prepared, target, config, ctx)
+        if config.max_drop is None:
+            meta = quantize_one((), target)
         else:
-            meta = _dynamic(prepared, target, config, ops_before)
+            meta = _accuracy_aware(quantize_one, prepared, target, config, ctx)
     if prepared != source:
         prepared.unlink()
-    ops_after = op_histogram(target)
-    meta.update(scheme=config.scheme, per_channel=config.per_channel,
-                activations=config.activations, ops=dict(ops_after),
+    meta.update(scheme=config.scheme, ops=dict(op_histogram(target)),
                 excluded_nodes=list(config.exclude_nodes))
-    return [Output(target, "onnx", "int8", meta)]
+    if int8:
+        meta.update(per_channel=config.per_channel, activations=config.activations)
+    if config.scheme == "int4-weight-only":
+        from compress.quant.int4 import weight_precision
+        meta["weights"] = weight_precision(source, target)
+    return [Output(target, "onnx", PRECISION[config.scheme], meta)]

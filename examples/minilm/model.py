@@ -44,15 +44,25 @@ class MiniLMEmbedder(nn.Module):
         self.encoder = encoder
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
+        # Single sentences: segment ids are all 0, as the tokenizer gives them to
+        # SentenceTransformer. Passing them (rather than letting BertEmbeddings gather them
+        # from its 512-long buffer) keeps that GatherElements out of the ONNX graph.
+        token_type_ids = torch.zeros_like(input_ids)
         tokens = self.encoder(input_ids=input_ids, attention_mask=attention_mask,
-                              return_dict=False)[0]                       # (B, T, 384)
+                              token_type_ids=token_type_ids, return_dict=False)[0]  # (B, T, 384)
         mask = attention_mask.unsqueeze(-1).to(tokens.dtype)             # (B, T, 1)
         summed = (tokens * mask).sum(dim=1)
         counts = mask.sum(dim=1).clamp(min=1e-9)                         # as Pooling does
-        return nn.functional.normalize(summed / counts, p=2, dim=1)      # as Normalize does
-
+        pooled = summed / counts
+        # F.normalize(pooled, p=2, dim=1) (what Normalize does), written out: F.normalize
+        # expands the norm to (B, 384) before dividing, and onnxruntime's symbolic shape
+        # inference (quant_pre_process) crashes on that Expand; broadcasting is the same math.
+        return pooled / pooled.norm(p=2, dim=1, keepdim=True).clamp(min=1e-12)
 
 def build() -> MiniLMEmbedder:
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # "Loading weights" bar on every build
     st = load_sentence_transformer()
     encoder = st[0].auto_model  # the transformers BertModel inside the Transformer module
     return MiniLMEmbedder(encoder).eval()

@@ -20,7 +20,7 @@ import yaml
 
 from tests.conftest import pipeline_dict, run_cli, write_pipeline
 
-# 37 cases, ~45 CLI runs (most import torch): ~2 min in all, checkpoint training included.
+# 42 cases, ~50 CLI runs (most import torch): ~2 min in all, checkpoint training included.
 pytestmark = pytest.mark.slow
 
 # Loaders a user could plausibly get wrong, written next to the pipeline as baddata.py.
@@ -250,6 +250,36 @@ def _tflite_source_with_export(project: Path) -> Path:
     return _tflite_source(project, FIXTURE_INT8.read_bytes(), [{"type": "export.onnx"}])
 
 
+def _int4_on_conv_only(project: Path) -> Path:
+    import torch
+    path = project / "convs.onnx"
+    torch.onnx.export(torch.nn.Sequential(torch.nn.Conv2d(1, 4, 3), torch.nn.ReLU()),
+                      (torch.zeros(1, 1, 8, 8),), str(path), input_names=["image"], dynamo=False)
+    return _write(project, model={"onnx": "convs.onnx", "inputs": pipeline_dict()["model"]["inputs"]},
+                  stages=[{"type": "quantize", "scheme": "int4-weight-only"}], targets=[])
+
+
+def _quantize_with(**settings) -> Callable[[Path], Path]:
+    def build(project: Path) -> Path:
+        data = pipeline_dict()
+        data["stages"][1] = {"type": "quantize", **settings}
+        return write_pipeline(project, data)
+    return build
+
+
+def _max_drop_without_evaluation(project: Path) -> Path:
+    stages = [{"type": "export.onnx"},
+              {"type": "quantize", "scheme": "int8-static", "max_drop": 0.01}]
+    return _write(project, data={"calibration": "data:calibration"}, stages=stages, targets=[])
+
+
+def _max_drop_from_targets_without_budget(project: Path) -> Path:
+    board = _my_board(project, budget={"accuracy_drop": None})
+    data = pipeline_dict(targets=[board])
+    data["stages"][1] = {"type": "quantize", "scheme": "int8-static", "max_drop": "targets"}
+    return write_pipeline(project, data)
+
+
 def _no_calibration(project: Path) -> Path:
     return _write(project, data={"evaluation": "data:evaluation",
                                  "metric": {"type": "accuracy"}})
@@ -353,6 +383,20 @@ CASES = [
     # inside export.onnx, whose first `model(*example)` is outside its try block.
     Case("declared-shape-no-data", _declared_shape({}),
          ("[1, 3, 8, 8]", "1 channels")),
+    # INT4, fp16 and accuracy-aware quantization
+    Case("int4-on-a-model-without-matmul", _int4_on_conv_only,
+         ("int4-weight-only quantizes the weights of MatMul/Gemm layers", "Conv",
+          "scheme: int8-static")),
+    Case("int4-block-size-not-power-of-two",
+         _quantize_with(scheme="int4-weight-only", block_size=24),
+         ("block_size must be a power of 2",), validate=True),
+    Case("max-drop-without-evaluation-data", _max_drop_without_evaluation,
+         ("stage 2 (quantize, int8-static) needs data.evaluation",)),
+    Case("max-drop-on-fp16", _quantize_with(scheme="fp16", max_drop=0.01),
+         ("max_drop needs layers that can be kept in float",), validate=True),
+    Case("max-drop-targets-without-accuracy-budget", _max_drop_from_targets_without_budget,
+         ("max_drop: targets needs a target profile with a budget.accuracy_drop",),
+         validate=True),
     # TFLite and LiteRT
     Case("tflite-delegate-missing", _missing_delegate,
          ("targets.0: profile my-board:", "delegate 'libedgetpu.so.1' cannot be loaded",

@@ -69,3 +69,68 @@ def test_dynamic_int8_on_an_onnx_matmul_model_with_fidelity(project, mlp_onnx):
     baseline = next(b for b in result.benchmarks if b["baseline"])
     assert baseline["artifact"] == "00-source"  # the ONNX model as given is the baseline
     assert baseline["metric"]["value"] == 1.0
+
+
+def test_int4_weight_only_on_a_matmul_model(project, mlp_onnx):
+    stages = [{"type": "quantize", "scheme": "int4-weight-only", "name": "rtn"},
+              {"type": "quantize", "scheme": "int4-weight-only", "name": "hqq",
+               "algorithm": "hqq", "input": "source"},
+              {"type": "benchmark", "warmup": 1, "runs": 5}]
+    data = pipeline_dict(model={"onnx": "mlp.onnx", "inputs": [{"name": "pixels", "shape": [1, 64]}]},
+                         data={"evaluation": "eval.npz"}, stages=stages)
+    result = compress.run(write_pipeline(project, data))
+    source = result.artifacts[0]
+    for artifact in result.artifacts[1:]:
+        assert artifact.precision == "int4"
+        # the legacy exporter writes Linear as Gemm: rewritten to MatMul, then quantized
+        assert _ops(result.run_dir / artifact.path)["MatMulNBits"] == 3
+        weights = artifact.meta["weights"]
+        assert 4.0 < weights["effective_bits_per_weight"] < 6.5  # 4-bit blocks + scales
+        assert weights["float_share"] < 0.02  # only the biases stay float
+        assert artifact.size_bytes < 0.25 * source.size_bytes
+    for bench in result.benchmarks:
+        if not bench["baseline"]:
+            assert bench["metric"]["details"]["cosine"] > 0.99
+            assert bench["metric"]["value"] >= 0.95
+
+
+def test_fp16_keeps_float32_inputs_and_outputs(project, mlp_onnx):
+    stages = [{"type": "quantize", "scheme": "fp16"}, {"type": "benchmark", "warmup": 1, "runs": 5}]
+    data = pipeline_dict(model={"onnx": "mlp.onnx", "inputs": [{"name": "pixels", "shape": [1, 64]}]},
+                         data={"evaluation": "eval.npz"}, stages=stages)
+    result = compress.run(write_pipeline(project, data))
+    fp16 = result.artifacts[-1]
+    graph = onnx.load(str(result.run_dir / fp16.path)).graph
+    assert fp16.precision == "fp16"
+    assert {i.type.tensor_type.elem_type for i in [*graph.input, *graph.output]} == {onnx.TensorProto.FLOAT}
+    assert any(i.data_type == onnx.TensorProto.FLOAT16 for i in graph.initializer)
+    assert fp16.size_bytes < 0.6 * result.artifacts[0].size_bytes
+    bench = next(b for b in result.benchmarks if b["artifact"] == fp16.id)
+    assert bench["metric"]["details"]["cosine"] > 0.999
+
+
+def test_accuracy_aware_search_keeps_the_best_model_and_reports_it(project):
+    # max_drop 0 on cosine cannot be met while anything is quantized: the search must
+    # measure every layer, try keeping them in float, and keep the best model anyway.
+    stages = [{"type": "export.onnx"},
+              {"type": "quantize", "scheme": "int8-static", "samples": 64, "max_drop": 0.0}]
+    data = pipeline_dict(stages=stages, targets=[],
+                         data={"calibration": "data:calibration", "evaluation": "data:evaluation",
+                               "metric": {"type": "fidelity", "primary": "cosine"}})
+    result = compress.run(write_pipeline(project, data))
+    quantized = result.artifacts[-1]
+    search = quantized.meta["accuracy_aware"]
+    assert {row["layer"] for row in search["sensitivity"]} == {
+        n.name for n in onnx.load(str(result.run_dir / result.artifacts[1].path)).graph.node
+        if n.op_type in ("Conv", "Gemm")}
+    assert search["final_drop"] <= search["all_quantized_drop"]
+    assert search["budget_met"] == (search["final_drop"] <= 0.0)
+    assert 1 + len(search["sensitivity"]) <= search["attempts"] <= 1 + 2 * len(search["sensitivity"])
+    graph = onnx.load(str(result.run_dir / quantized.path)).graph
+    producers = {o: n.op_type for n in graph.node for o in n.output}
+    for node in graph.node:  # layers kept in float read float weights
+        if node.name in search["kept_in_float"]:
+            assert producers.get(node.input[1]) != "DequantizeLinear"
+    stage_dir = (result.run_dir / quantized.path).parent
+    assert sorted(p.name for p in stage_dir.iterdir()) == ["model.onnx", "stage.json"]
+    assert "accuracy-aware, max_drop 0" in (result.run_dir / "report.md").read_text()

@@ -1,0 +1,1 @@
+"""Quantization back ends the `quantize` stage dispatches to."""
