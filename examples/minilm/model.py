@@ -54,10 +54,13 @@ class MiniLMEmbedder(nn.Module):
         summed = (tokens * mask).sum(dim=1)
         counts = mask.sum(dim=1).clamp(min=1e-9)                         # as Pooling does
         pooled = summed / counts
-        # F.normalize(pooled, p=2, dim=1) (what Normalize does), written out: F.normalize
-        # expands the norm to (B, 384) before dividing, and onnxruntime's symbolic shape
-        # inference (quant_pre_process) crashes on that Expand; broadcasting is the same math.
-        return pooled / pooled.norm(p=2, dim=1, keepdim=True).clamp(min=1e-12)
+        # F.normalize(pooled, p=2, dim=1), what Normalize does, written out with a plain
+        # sum of squares: F.normalize expands the norm to (B, 384) before dividing, and it
+        # and torch.norm export as ReduceL2, whose shape onnxruntime's symbolic shape
+        # inference (quant_pre_process) cannot infer; it then crashes with a TypeError.
+        norm = (pooled * pooled).sum(dim=1, keepdim=True).sqrt()
+        return pooled / norm.clamp(min=1e-12)
+
 
 def build() -> MiniLMEmbedder:
     from transformers.utils import logging as hf_logging
