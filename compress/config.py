@@ -76,8 +76,21 @@ class Metric(Strict):
     type: Literal["accuracy", "fidelity"] = Field(
         description="accuracy: top-1 against labels; fidelity: agreement with the original "
         "model's outputs (top-1 agreement, cosine, max abs error)")
-    primary: Literal["top1_agreement", "cosine"] = Field(
+    primary: Literal["top1_agreement", "cosine", "pair_spearman"] = Field(
         "top1_agreement", description="for fidelity: the number budgets are checked on")
+    pairs: bool = Field(
+        False, description="for fidelity: rows 2i and 2i+1 of the evaluation data are pairs "
+        "(e.g. sentences); also report pair_spearman, the Spearman correlation of the "
+        "pairs' cosine similarities with the original model's")
+
+    @model_validator(mode="after")
+    def _spearman_needs_pairs(self):
+        if self.primary == "pair_spearman" and not self.pairs:
+            raise ValueError("primary: pair_spearman needs `pairs: true` (rows 2i and 2i+1 "
+                             "of the evaluation data form pair i)")
+        if (self.pairs or self.primary != "top1_agreement") and self.type != "fidelity":
+            raise ValueError("primary and pairs apply to `type: fidelity`")
+        return self
 
 
 class DataSpec(Strict):

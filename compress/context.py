@@ -57,13 +57,9 @@ class RunContext:
 
     def score(self, model_path: Path) -> float:
         """The metric of an ONNX/TFLite file on the evaluation data, in this process."""
-        from runtimes.metrics import evaluate
-        data = self.require_dataset("evaluation", "the metric")
-        metric = self.metric()
-        outputs = run_model(model_path, self.pipeline, data.inputs)
-        reference = self.reference_outputs() if metric.type == "fidelity" else None
-        return evaluate(outputs, metric=metric.type, labels=data.labels, reference=reference,
-                        primary=metric.primary)["value"]
+        from compress.torch_eval import torch_metric
+        self.require_dataset("evaluation", "the metric")
+        return torch_metric(model_path, self)["value"]
 
     def reference_outputs(self):
         """The source model's first output on the evaluation inputs (computed once)."""

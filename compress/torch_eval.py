@@ -1,4 +1,5 @@
-"""The pipeline's metric for a torch model, computed the way the benchmark computes it."""
+"""The pipeline's metric for a model (torch module, ONNX or TFLite file), computed in this
+process the way the benchmark computes it on the device."""
 from __future__ import annotations
 
 from runtimes.metrics import evaluate
@@ -16,4 +17,4 @@ def torch_metric(model, ctx) -> dict | None:
     labels = data.labels if metric.type == "accuracy" else None
     reference = ctx.reference_outputs() if metric.type == "fidelity" else None
     return evaluate(outputs, metric=metric.type, labels=labels, reference=reference,
-                    primary=metric.primary)
+                    primary=metric.primary, pairs=metric.pairs)

@@ -22,10 +22,13 @@ def _quiet():
     stack.enter_context(contextlib.redirect_stdout(io.StringIO()))
     stack.enter_context(warnings.catch_warnings())
     warnings.simplefilter("ignore")
-    exporter_log = logging.getLogger("torch.onnx")
-    level = exporter_log.level
-    exporter_log.setLevel(logging.ERROR)  # e.g. "torchvision is not installed" on every export
-    stack.callback(exporter_log.setLevel, level)
+    # torch.onnx: e.g. "torchvision is not installed" on every export; onnxscript: constant
+    # folding reports nodes it could not fold ("Evaluation failed: cannot reshape ..."),
+    # which leaves them in the graph and changes nothing else.
+    for name in ("torch.onnx", "onnxscript"):
+        logger = logging.getLogger(name)
+        stack.callback(logger.setLevel, logger.level)
+        logger.setLevel(logging.ERROR)
     return stack
 
 

@@ -33,6 +33,7 @@ class BenchOptions:
     seconds: float = 0.0
     metric: str | None = None          # accuracy | fidelity | None (latency only)
     primary: str = "top1_agreement"    # fidelity value budgets are checked on
+    pairs: bool = False                # fidelity: rows 2i, 2i+1 are pairs (pair_spearman)
     eval_batch: int = 32               # batch for evaluation when the batch dim is dynamic
     progress: bool = False             # "@progress done total" lines on stderr
     samples: bool = False              # include every latency (pooling across rounds)
@@ -77,7 +78,8 @@ def _evaluate(session, data: dict[str, np.ndarray], opts: BenchOptions) -> dict 
     outputs = [session.run(chunk)[0][:real]
                for chunk, real in feeds_mod.iter_batches(model_inputs, batch)]
     result = evaluate(np.concatenate(outputs), metric=metric, labels=labels,
-                      reference=reference, primary=opts.primary)
+                      reference=reference, primary=opts.primary,
+                      pairs=opts.pairs or opts.primary == "pair_spearman")
     result["samples"] = int(sum(len(o) for o in outputs))
     return result
 
@@ -139,7 +141,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--seconds", type=float, default=0.0, help="keep running at least this long")
     p.add_argument("--metric", choices=["accuracy", "fidelity"])
     p.add_argument("--primary", default="top1_agreement",
-                   choices=["top1_agreement", "cosine"])
+                   choices=["top1_agreement", "cosine", "pair_spearman"])
+    p.add_argument("--pairs", action="store_true", help="fidelity: rows 2i and 2i+1 are "
+                   "pairs; also report pair_spearman (do the pairs keep their order)")
     p.add_argument("--eval-batch", type=int, default=32)
     p.add_argument("--progress", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--samples", action="store_true", help="include every latency in the JSON")
@@ -175,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
                         seconds=args.seconds, metric=args.metric, primary=args.primary,
                         eval_batch=args.eval_batch, progress=args.progress,
                         samples=args.samples, xnnpack=args.xnnpack, nhwc=args.nhwc,
-                        delegate=args.delegate)
+                        delegate=args.delegate, pairs=args.pairs)
     try:
         result = bench(args.model, args.inputs, opts, eval_inputs=args.eval_inputs,
                        meter=meter, meter_note=note)

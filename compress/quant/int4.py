@@ -74,7 +74,7 @@ def quantize_int4(source: Path, target: Path, config, exclude: tuple = ()) -> di
                          f"ops: {', '.join(ops[:12])}). For convolutional models use "
                          "`scheme: int8-static`")
     rewritten = gemm_to_matmul(model)
-    op_types = ("MatMul", "Gather") if config.quantize_embeddings else ("MatMul",)
+    op_types = ("MatMul", "Gather") if config.embeddings_quantized else ("MatMul",)
     if config.algorithm == "hqq":
         algo = HQQWeightOnlyQuantConfig(block_size=config.block_size, bits=4,
                                         op_types_to_quantize=op_types)
@@ -89,11 +89,24 @@ def quantize_int4(source: Path, target: Path, config, exclude: tuple = ()) -> di
         nodes_to_exclude=list(config.exclude_nodes) + list(exclude), algo_config=algo)
     with warnings.catch_warnings():  # HQQ hands read-only arrays to torch; harmless here
         warnings.simplefilter("ignore", UserWarning)
-        quantizer.process()
+        try:
+            quantizer.process()
+        except (NotImplementedError, ValueError, AssertionError) as exc:
+            raise ModelError(f"onnxruntime's MatMulNBits quantizer ({config.algorithm}) failed: "
+                             f"{type(exc).__name__}: {exc}") from None
     quantizer.model.save_model_to_file(str(target), use_external_data_format=False)
     return {"algorithm": config.algorithm, "block_size": config.block_size,
+            "embeddings_quantized": config.embeddings_quantized,
             "symmetric": config.symmetric, "accuracy_level": config.accuracy_level,
             "gemm_rewritten_as_matmul": rewritten}
+
+
+def _bits(data_type: int) -> int:
+    """Bits per element as stored (4-bit types are packed two to a byte)."""
+    from onnx import TensorProto, helper
+    if data_type in (TensorProto.UINT4, TensorProto.INT4):
+        return 4
+    return np.dtype(helper.tensor_dtype_to_np_dtype(data_type)).itemsize * 8
 
 
 def weight_precision(float_path: Path, quantized_path: Path) -> dict:
@@ -101,7 +114,7 @@ def weight_precision(float_path: Path, quantized_path: Path) -> dict:
     scales and zero points included, over the float model's parameter count) and the
     tensors that stayed in float."""
     import onnx
-    from onnx import TensorProto, numpy_helper
+    from onnx import TensorProto
 
     def initializers(path):
         return onnx.load(str(path)).graph.initializer
@@ -109,7 +122,7 @@ def weight_precision(float_path: Path, quantized_path: Path) -> dict:
     parameters = sum(int(np.prod(i.dims)) for i in initializers(float_path)
                      if i.data_type in (TensorProto.FLOAT, TensorProto.FLOAT16))
     after = initializers(quantized_path)
-    stored_bits = sum(numpy_helper.to_array(i).nbytes * 8 for i in after)
+    stored_bits = sum(int(np.prod(i.dims)) * _bits(i.data_type) for i in after)
     floats = sorted(((i.name, int(np.prod(i.dims))) for i in after
                      if i.data_type in (TensorProto.FLOAT, TensorProto.FLOAT16)),
                     key=lambda item: -item[1])

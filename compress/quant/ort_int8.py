@@ -32,11 +32,21 @@ def preprocess(source: Path, out_dir: Path, ctx) -> Path:
     target = out_dir / "preprocessed.onnx"
     try:
         quant_pre_process(str(source), str(target))
-    except Exception as exc:  # symbolic shape inference fails on some graphs
-        ctx.progress.note(f"quant_pre_process failed ({type(exc).__name__}); quantizing the "
-                          "model as exported")
+        return target
+    except Exception as exc:  # noqa: BLE001 - its symbolic shape inference fails on some ops
+        first = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+    # e.g. ReduceL2 (F.normalize) has no symbolic shape rule and the next Expand crashes;
+    # the rest of the pre-processing (ONNX shape inference, graph optimisation) still helps.
+    try:
+        quant_pre_process(str(source), str(target), skip_symbolic_shape=True)
+        ctx.progress.note(f"quant_pre_process: symbolic shape inference failed ({first}); "
+                          "pre-processed without it")
+        return target
+    except Exception as exc:  # noqa: BLE001
+        ctx.progress.note(f"quant_pre_process failed ({first}; without symbolic shapes: "
+                          f"{type(exc).__name__}); quantizing the model as exported")
+        target.unlink(missing_ok=True)
         return source
-    return target
 
 
 class _Reader:

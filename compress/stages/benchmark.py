@@ -118,6 +118,8 @@ def _command(path: Path, inputs, evaluation, job: Job, config: Benchmark, metric
         cmd += ["--eval", str(evaluation), "--metric", metric["name"]]
         if metric.get("primary"):
             cmd += ["--primary", metric["primary"]]
+        if metric.get("pairs"):
+            cmd += ["--pairs"]
     return cmd
 
 
@@ -184,7 +186,9 @@ def run(candidates, config: Benchmark, ctx) -> list[dict]:
     """`candidates`: [(artifact, is_baseline)], measured on every target of the pipeline."""
     inputs, evaluation, metric_info = write_inputs(ctx, ctx.out_dir)
     if metric_info is not None:
-        metric_info["primary"] = ctx.metric().primary if metric_info["name"] == "fidelity" else None
+        fidelity = metric_info["name"] == "fidelity"
+        metric_info["primary"] = ctx.metric().primary if fidelity else None
+        metric_info["pairs"] = fidelity and ctx.metric().pairs
     jobs, _ = plan_jobs(candidates, ctx.targets, os.cpu_count() or 1)
     rounds = {index: [] for index in range(len(jobs))}
     for round_index in range(config.rounds):

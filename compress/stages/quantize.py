@@ -24,6 +24,7 @@ SEARCHABLE = {"int8-static": ("Conv", "MatMul", "Gemm"), "int8-dynamic": ("MatMu
 
 
 class Quantize(StageConfig):
+    cache_version = 2  # 2: int4 schemes, asymmetric int4 by default, effective bits recorded
     type: Literal["quantize"] = "quantize"
     scheme: Literal["int8-static", "int8-dynamic", "int4-weight-only", "fp16"] = Field(
         description="int8-static: QDQ with calibrated activations (CNNs); int8-dynamic: "
@@ -49,14 +50,16 @@ class Quantize(StageConfig):
     force: bool = Field(False, description="allow int8-dynamic on a convolutional model")
     # int4-weight-only
     block_size: int = Field(32, description="int4: weights per scale (a power of 2, >= 16)")
-    symmetric: bool = Field(True, description="int4: symmetric blocks (no zero point)")
+    symmetric: bool = Field(False, description="int4: symmetric blocks (no zero point); "
+                            "asymmetric kept MiniLM closer to FP32")
     algorithm: Literal["rtn", "hqq"] = Field(
         "rtn", description="int4: round-to-nearest, or HQQ (half-quadratic, no data needed)")
     accuracy_level: Optional[Literal[0, 1, 2, 3, 4]] = Field(
         None, description="int4: MatMulNBits compute type (4: int8 compute, fastest on x86; "
         "0/1: float32)")
-    quantize_embeddings: bool = Field(
-        True, description="int4: also quantize Gather embedding tables (GatherBlockQuantized)")
+    quantize_embeddings: Optional[bool] = Field(
+        None, description="int4: also quantize Gather embedding tables (GatherBlockQuantized); "
+        "default: yes with rtn (onnxruntime's HQQ cannot)")
     # fp16
     keep_io_types: bool = Field(True, description="fp16: keep float32 inputs and outputs")
     # every scheme but fp16
@@ -72,6 +75,17 @@ class Quantize(StageConfig):
         if value < 16 or value & (value - 1):
             raise ValueError("block_size must be a power of 2 of at least 16 (16, 32, 64, 128)")
         return value
+
+    @property
+    def embeddings_quantized(self) -> bool:
+        return self.algorithm == "rtn" if self.quantize_embeddings is None else self.quantize_embeddings
+
+    @model_validator(mode="after")
+    def _hqq_skips_embeddings(self):
+        if self.algorithm == "hqq" and self.quantize_embeddings:
+            raise ValueError("onnxruntime's HQQ quantizer cannot quantize embeddings (Gather); "
+                             "set quantize_embeddings: false, or use algorithm: rtn")
+        return self
 
     @model_validator(mode="after")
     def _max_drop_fits_scheme(self):

@@ -23,7 +23,8 @@ PARAPHRASE = [
     ("Please turn off the lights when you leave the room.",
      "Switch the lights off on your way out of the room, please."),
     ("The new smartphone has a larger battery and a brighter display than last year's model.",
-     "Compared with its predecessor, this year's phone offers a bigger battery and a brighter screen."),
+     "Compared with its predecessor, this year's phone offers a bigger battery and a "
+     "brighter screen."),
     ("Can you recommend a good Italian restaurant near the station?",
      "Do you know any decent Italian places to eat close to the train station?"),
     ("Heavy rain caused flooding in several low-lying neighbourhoods overnight.",
@@ -107,7 +108,8 @@ PARAPHRASE = [
      "were significantly more likely to catch a cold after being exposed to the virus than "
      "those who slept seven hours or more.",
      "According to a university study, people sleeping under six hours per night caught colds "
-     "far more often after exposure to the virus than people who got at least seven hours of sleep."),
+     "far more often after exposure to the virus than people who got at least seven hours "
+     "of sleep."),
 ]
 
 RELATED = [
