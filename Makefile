@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup clean efficientnet prune-distill
+.PHONY: demo test setup clean efficientnet prune-distill minilm tflite accuracy-aware
 
 setup: $(STAMP)
 
@@ -30,6 +30,17 @@ examples/prune_distill/mnist_cnn.pt: $(STAMP) examples/prune_distill/train.py ex
 
 prune-distill: $(STAMP) examples/prune_distill/mnist_cnn.pt
 	$(VENV)/bin/compress run examples/prune_distill/pipeline.yaml
+
+minilm: $(STAMP)
+	$(VENV)/bin/compress run examples/minilm/pipeline.yaml
+
+# TFLite modes beside ONNX on the quickstart CNN and on EfficientNet-Lite0
+tflite: $(STAMP) examples/quickstart/digits_cnn.pt
+	$(VENV)/bin/compress run examples/quickstart/tflite.yaml
+	$(VENV)/bin/compress run examples/efficientnet_lite0/tflite.yaml
+
+accuracy-aware: $(STAMP) examples/quickstart/digits_cnn.pt
+	$(VENV)/bin/compress run examples/quickstart/accuracy_aware.yaml
 
 test: $(STAMP)
 	$(PY) -m pytest -q $(PYTEST_ARGS)
