@@ -13,7 +13,7 @@ setup: $(STAMP)
 # constraints.txt pins the CPU build of torch: an unpinned torch pulls GBs of CUDA packages.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[pipeline,dev,examples]"
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[pipeline,dev,examples,inc]"
 	touch $(STAMP)
 
 examples/quickstart/digits_cnn.pt: $(STAMP) examples/quickstart/train.py examples/quickstart/model.py

@@ -17,7 +17,7 @@ _PIP_NAMES = {
     "onnxscript": "onnxscript",
     "onnxruntime": "onnxruntime",
     "onnxruntime.quantization": "onnxruntime",
-    "neural_compressor": "neural-compressor",
+    "neural_compressor": "neural-compressor==3.10 py-cpuinfo prettytable accelerate",
     "litert_torch": "litert-torch",
     "torch_pruning": "torch-pruning",
 }

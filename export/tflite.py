@@ -12,37 +12,15 @@ import contextlib
 import io
 import os
 import re
-import sys
-import tempfile
 import warnings
 from pathlib import Path
 from typing import Sequence
 
 import numpy as np
 
+from export.quiet import native_output_hidden as converter_logs_hidden  # noqa: F401 (used by the stage)
+
 LOWERING = re.compile(r"Lowering not found: (\S+)")
-
-
-@contextlib.contextmanager
-def converter_logs_hidden():
-    """Send what the converter stack prints to fds 1 and 2 (absl and TensorFlow C++ logs,
-    torchao load failures, the quantizer's timing lines, deprecation warnings) to a
-    scratch file instead of the user's screen; errors still surface as exceptions."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved = {fd: os.dup(fd) for fd in (1, 2)}
-    with tempfile.TemporaryFile() as scratch, warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for fd in saved:
-            os.dup2(scratch.fileno(), fd)
-        try:
-            yield
-        finally:
-            sys.stdout.flush()
-            sys.stderr.flush()
-            for fd, copy in saved.items():
-                os.dup2(copy, fd)
-                os.close(copy)
 
 
 class ConversionFailed(Exception):

@@ -109,18 +109,21 @@ def _bits(data_type: int) -> int:
     return np.dtype(helper.tensor_dtype_to_np_dtype(data_type)).itemsize * 8
 
 
-def weight_precision(float_path: Path, quantized_path: Path) -> dict:
+def weight_precision(float_path: Path | None, quantized_path: Path,
+                     parameters: int | None = None) -> dict:
     """Effective bits per weight (every byte of every initializer of the quantized model,
     scales and zero points included, over the float model's parameter count) and the
-    tensors that stayed in float."""
+    tensors that stayed in float. `parameters` replaces the float model's count when
+    there is no float ONNX model (a torch model quantized by neural-compressor)."""
     import onnx
     from onnx import TensorProto
 
     def initializers(path):
         return onnx.load(str(path)).graph.initializer
 
-    parameters = sum(int(np.prod(i.dims)) for i in initializers(float_path)
-                     if i.data_type in (TensorProto.FLOAT, TensorProto.FLOAT16))
+    if parameters is None:
+        parameters = sum(int(np.prod(i.dims)) for i in initializers(float_path)
+                         if i.data_type in (TensorProto.FLOAT, TensorProto.FLOAT16))
     after = initializers(quantized_path)
     stored_bits = sum(int(np.prod(i.dims)) * _bits(i.data_type) for i in after)
     floats = sorted(((i.name, int(np.prod(i.dims))) for i in after
@@ -137,3 +140,20 @@ def weight_precision(float_path: Path, quantized_path: Path) -> dict:
         "float_share": kept_count / max(parameters, 1),
         "largest_float_tensors": [{"name": n, "parameters": c} for n, c in kept[:8]],
     }
+
+
+def quantize_embeddings(path: Path, config) -> int:
+    """Quantize the Gather embedding tables of `path` in place (4-bit blocks, as
+    GatherBlockQuantized); the MatMuls are left as they are. Returns how many."""
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import (DefaultWeightOnlyQuantConfig,
+                                                                 MatMulNBitsQuantizer)
+    model = onnx.load(str(path))
+    before = sum(n.op_type == "Gather" for n in model.graph.node)
+    algo = DefaultWeightOnlyQuantConfig(block_size=config.block_size, is_symmetric=config.symmetric,
+                                        op_types_to_quantize=("Gather",), quant_axes=(("Gather", 1),))
+    quantizer = MatMulNBitsQuantizer(model, block_size=config.block_size,
+                                     is_symmetric=config.symmetric, algo_config=algo)
+    quantizer.process()
+    quantizer.model.save_model_to_file(str(path), use_external_data_format=False)
+    return before - sum(n.op_type == "Gather" for n in quantizer.model.model.graph.node)

@@ -26,6 +26,10 @@ SEARCHABLE = {"int8-static": ("Conv", "MatMul", "Gemm"), "int8-dynamic": ("MatMu
 class Quantize(StageConfig):
     cache_version = 2  # 2: int4 schemes, asymmetric int4 by default, effective bits recorded
     type: Literal["quantize"] = "quantize"
+    backend: Literal["onnxruntime", "neural-compressor"] = Field(
+        "onnxruntime", description="onnxruntime: quantizes an ONNX artifact; "
+        "neural-compressor: quantizes a torch artifact (int8-static via PT2E, "
+        "int4-weight-only with rtn/gptq/awq) and exports the result to ONNX")
     scheme: Literal["int8-static", "int8-dynamic", "int4-weight-only", "fp16"] = Field(
         description="int8-static: QDQ with calibrated activations (CNNs); int8-dynamic: "
         "weights int8, activations quantized at run time (MatMul-heavy models); "
@@ -52,14 +56,15 @@ class Quantize(StageConfig):
     block_size: int = Field(32, description="int4: weights per scale (a power of 2, >= 16)")
     symmetric: bool = Field(False, description="int4: symmetric blocks (no zero point); "
                             "asymmetric kept MiniLM closer to FP32")
-    algorithm: Literal["rtn", "hqq"] = Field(
-        "rtn", description="int4: round-to-nearest, or HQQ (half-quadratic, no data needed)")
+    algorithm: Literal["rtn", "hqq", "gptq", "awq"] = Field(
+        "rtn", description="int4: round-to-nearest; hqq (onnxruntime: half-quadratic, no "
+        "data needed); gptq or awq (neural-compressor, calibrated on data.calibration)")
     accuracy_level: Optional[Literal[0, 1, 2, 3, 4]] = Field(
         None, description="int4: MatMulNBits compute type (4: int8 compute, fastest on x86; "
         "0/1: float32)")
     quantize_embeddings: Optional[bool] = Field(
         None, description="int4: also quantize Gather embedding tables (GatherBlockQuantized); "
-        "default: yes with rtn (onnxruntime's HQQ cannot)")
+        "default: yes, except with hqq (onnxruntime's HQQ cannot)")
     # fp16
     keep_io_types: bool = Field(True, description="fp16: keep float32 inputs and outputs")
     # every scheme but fp16
@@ -78,7 +83,24 @@ class Quantize(StageConfig):
 
     @property
     def embeddings_quantized(self) -> bool:
-        return self.algorithm == "rtn" if self.quantize_embeddings is None else self.quantize_embeddings
+        return self.algorithm != "hqq" if self.quantize_embeddings is None else self.quantize_embeddings
+
+    @model_validator(mode="after")
+    def _backend_offers_it(self):
+        offered = {"onnxruntime": {"int8-static", "int8-dynamic", "int4-weight-only", "fp16"},
+                   "neural-compressor": {"int8-static", "int4-weight-only"}}[self.backend]
+        if self.scheme not in offered:
+            raise ValueError(f"backend {self.backend} does not offer scheme {self.scheme} "
+                             f"(it offers {', '.join(sorted(offered))}); use backend "
+                             "onnxruntime on an ONNX artifact")
+        algorithms = {"onnxruntime": ("rtn", "hqq"), "neural-compressor": ("rtn", "gptq", "awq")}
+        if self.scheme == "int4-weight-only" and self.algorithm not in algorithms[self.backend]:
+            raise ValueError(f"algorithm {self.algorithm} is not offered by backend {self.backend} "
+                             f"(it offers {', '.join(algorithms[self.backend])})")
+        if self.backend == "neural-compressor" and self.max_drop is not None:
+            raise ValueError("max_drop works with backend onnxruntime (it keeps ONNX nodes in "
+                             "float); export.onnx first and quantize with onnxruntime")
+        return self
 
     @model_validator(mode="after")
     def _hqq_skips_embeddings(self):
@@ -95,7 +117,8 @@ class Quantize(StageConfig):
         return self
 
     def required_data(self) -> tuple[str, ...]:
-        needed = ("calibration",) if self.scheme == "int8-static" else ()
+        calibrated = self.scheme == "int8-static" or self.algorithm in ("gptq", "awq")
+        needed = ("calibration",) if calibrated else ()
         return needed + (("evaluation",) if self.max_drop is not None else ())
 
     def for_targets(self, targets: list) -> "Quantize":
@@ -148,7 +171,8 @@ def _quiet_root_logger():
     """onnxruntime's quantizers log advice through the root logger (e.g. 'consider
     pre-processing' when `preprocess: false` was chosen on purpose) and a line per node
     through their own; keep the output clean."""
-    loggers = [logging.getLogger(), logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer")]
+    loggers = [logging.getLogger(), logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer"),
+               logging.getLogger("neural_compressor")]
     levels = [logger.level for logger in loggers]
     for logger in loggers:
         logger.setLevel(logging.ERROR)
@@ -159,11 +183,40 @@ def _quiet_root_logger():
             logger.setLevel(level)
 
 
+def _with_neural_compressor(artifact, config: Quantize, ctx) -> list[Output]:
+    from compress.quant import inc
+    target = ctx.out_dir / "model.onnx"
+    if config.scheme == "int8-static":
+        meta = inc.int8_static(ctx, artifact, config, target)
+    else:
+        meta = inc.int4_weight_only(ctx, artifact, config, target)
+        from compress.quant.int4 import quantize_embeddings, weight_precision
+        if config.embeddings_quantized:
+            meta["embeddings_quantized"] = quantize_embeddings(target, config)
+        parameters = sum(p.numel() for p in ctx.torch_model(artifact).parameters())
+        meta["weights"] = weight_precision(None, target, parameters=parameters)
+    meta.update(scheme=config.scheme, ops=dict(op_histogram(target)))
+    return [Output(target, "onnx", PRECISION[config.scheme], meta)]
+
+
 @register(Quantize)
 def run(artifact, config: Quantize, ctx) -> list[Output]:
+    if config.backend == "neural-compressor":
+        if artifact.format != "torch":
+            raise ModelError(f"backend neural-compressor quantizes a torch model but got "
+                             f"{artifact.format} artifact {artifact.id}; give it `input: source` "
+                             "(or a prune/distill stage), or use backend onnxruntime")
+        # imported first (its import sets its logger's level, which the quieting undoes),
+        # with the torchao load messages it prints kept off the screen
+        from export.quiet import native_output_hidden
+        with native_output_hidden():
+            require("neural_compressor.torch.quantization", "quantize with backend neural-compressor")
+        with _quiet_root_logger():
+            return _with_neural_compressor(artifact, config, ctx)
     if artifact.format != "onnx":
-        raise ModelError(f"quantize takes an ONNX model but got {artifact.format} artifact "
-                         f"{artifact.id}; put an `export.onnx` stage before it")
+        raise ModelError(f"quantize (backend onnxruntime) takes an ONNX model but got "
+                         f"{artifact.format} artifact {artifact.id}; put an `export.onnx` "
+                         "stage before it, or use backend neural-compressor on a torch model")
     require("onnxruntime.quantization", "quantize")
     source = ctx.path(artifact)
     ops_before = op_histogram(source)

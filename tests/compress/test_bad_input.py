@@ -20,7 +20,7 @@ import yaml
 
 from tests.conftest import pipeline_dict, run_cli, write_pipeline
 
-# 42 cases, ~50 CLI runs (most import torch): ~2 min in all, checkpoint training included.
+# 47 cases, ~55 CLI runs (most import torch): ~2 min in all, checkpoint training included.
 pytestmark = pytest.mark.slow
 
 # Loaders a user could plausibly get wrong, written next to the pipeline as baddata.py.
@@ -392,6 +392,24 @@ CASES = [
          ("block_size must be a power of 2",), validate=True),
     Case("max-drop-without-evaluation-data", _max_drop_without_evaluation,
          ("stage 2 (quantize, int8-static) needs data.evaluation",)),
+    Case("backend-without-that-scheme",
+         _quantize_with(backend="neural-compressor", scheme="fp16"),
+         ("backend neural-compressor does not offer scheme fp16",), validate=True),
+    Case("backend-without-that-algorithm",
+         _quantize_with(scheme="int4-weight-only", algorithm="gptq"),
+         ("algorithm gptq is not offered by backend onnxruntime",), validate=True),
+    Case("neural-compressor-on-an-onnx-artifact",
+         _quantize_with(backend="neural-compressor", scheme="int8-static"),
+         ("stage 2 (quantize)", "backend neural-compressor quantizes a torch model",
+          "input: source")),
+    Case("gptq-on-a-cnn", _quantize_with(backend="neural-compressor", input="source",
+                                         scheme="int4-weight-only", algorithm="gptq"),
+         ("neural-compressor's GPTQ failed on this model", "try algorithm: rtn"),
+         marks=(pytest.mark.skipif(importlib.util.find_spec("neural_compressor") is None,
+                                   reason="the inc extra is not installed"),)),
+    Case("hqq-with-embeddings",
+         _quantize_with(scheme="int4-weight-only", algorithm="hqq", quantize_embeddings=True),
+         ("HQQ quantizer cannot quantize embeddings",), validate=True),
     Case("max-drop-on-fp16", _quantize_with(scheme="fp16", max_drop=0.01),
          ("max_drop needs layers that can be kept in float",), validate=True),
     Case("max-drop-targets-without-accuracy-budget", _max_drop_from_targets_without_budget,

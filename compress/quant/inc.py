@@ -1,0 +1,211 @@
+"""Intel Neural Compressor (3.x) as the quantization back end for torch models; the result
+is exported to ONNX so it is measured like every other artifact.
+
+- int8-static: INC's PT2E flow (export, prepare with its default static config,
+  calibrate, convert), then torch.onnx.export of the QDQ graph.
+- int4-weight-only: INC's weight-only quantization (RTN, or GPTQ and AWQ calibrated on
+  data.calibration). INC keeps packed int4 weights inside its own Linear modules, but
+  torch.onnx.export writes them back out as float MatMuls (as big as FP32), and letting
+  onnxruntime re-round those weights loses what GPTQ gained (the two grids differ). So
+  each exported MatMul is matched to its INC module and replaced by a MatMulNBits node
+  built from INC's own integers, scales and zero points: the ONNX model computes what
+  the INC model computes.
+"""
+from __future__ import annotations
+
+import copy
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+from compress.errors import ModelError
+from compress.lazy import require
+
+
+def _calibration_batches(ctx, names: list[str], samples: int, torch) -> list[tuple]:
+    data = ctx.require_dataset("calibration", "neural-compressor calibration")
+    count = min(samples, len(data))
+    return [tuple(torch.from_numpy(data.inputs[n][i:i + 1]) for n in names) for i in range(count)]
+
+
+def _in_scratch_dir():
+    """INC writes ./nc_workspace into the working directory: keep it out of the user's."""
+    class _Cwd:
+        def __enter__(self):
+            self._old, self._tmp = os.getcwd(), tempfile.TemporaryDirectory()
+            os.chdir(self._tmp.name)
+
+        def __exit__(self, *exc):
+            os.chdir(self._old)
+            self._tmp.cleanup()
+    return _Cwd()
+
+
+def _export(model, example: tuple, path: Path, ctx) -> None:
+    from export.onnx import ExportFailed, export_onnx
+    try:
+        export_onnx(model, list(example), [d.name for d in ctx.pipeline.model.inputs], path,
+                    opset=18, exporter="dynamo", dynamic_batch=False)
+    except ExportFailed as exc:
+        raise ModelError(f"the neural-compressor model could not be exported to ONNX: {exc}") from None
+
+
+def int8_static(ctx, artifact, config, target: Path) -> dict:
+    torch = require("torch", "quantize with backend neural-compressor")
+    require("neural_compressor.torch.quantization", "quantize with backend neural-compressor")
+    from neural_compressor.torch.export import export
+    from neural_compressor.torch.quantization import convert, get_default_static_config, prepare
+
+    names = [d.name for d in ctx.pipeline.model.inputs]
+    batches = _calibration_batches(ctx, names, config.samples, torch)
+    model = copy.deepcopy(ctx.torch_model(artifact)).eval()
+    with _in_scratch_dir(), torch.no_grad(), ctx.progress.task(
+            f"neural-compressor PT2E calibration ({len(batches)} samples)", len(batches)) as advance:
+        graph = export(model, batches[0])
+        prepared = prepare(graph, get_default_static_config(), example_inputs=batches[0])
+        for batch in batches:
+            prepared(*batch)
+            advance(1)
+        quantized = convert(prepared)
+    with tempfile.TemporaryDirectory() as scratch:
+        exported = Path(scratch) / "qdq.onnx"
+        _export(quantized, batches[0], exported, ctx)
+        _fold_weight_quantization(exported, target)
+    return {"backend": "neural-compressor", "calibration_samples": len(batches),
+            "config": "INC default static: int8 symmetric per-channel weights, uint8 "
+                      "asymmetric per-tensor activations"}
+
+
+def _fold_weight_quantization(source: Path, target: Path) -> None:
+    """INC's convert keeps float weights with a QuantizeLinear in front of them (the file
+    is larger than FP32); onnxruntime's basic optimisation folds those into int8
+    initializers and leaves the QDQ graph otherwise as it is (standard ONNX ops only)."""
+    import onnxruntime as ort
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
+    options.optimized_model_filepath = str(target)
+    options.log_severity_level = 3
+    ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
+
+
+def _woq_config(config):
+    import torch
+    from neural_compressor.torch.quantization import AWQConfig, GPTQConfig, RTNConfig
+    # Linear layers only: the ONNX side packs MatMuls, and INC's GPTQ fails on Conv2d.
+    common = {"bits": 4, "group_size": config.block_size, "use_sym": config.symmetric,
+              "white_list": [torch.nn.Linear]}
+    if config.algorithm == "rtn":
+        return RTNConfig(**common, use_layer_wise=False)
+    if config.algorithm == "gptq":
+        # GPTQ resolves `model_path` even when it does not load weights layer by layer, and
+        # an empty path makes it try the Hugging Face Hub: give it any local directory.
+        return GPTQConfig(**common, use_layer_wise=False, model_path=tempfile.gettempdir())
+    return AWQConfig(**common)
+
+
+def int4_weight_only(ctx, artifact, config, target: Path) -> dict:
+    torch = require("torch", "quantize with backend neural-compressor")
+    require("neural_compressor.torch.quantization", "quantize with backend neural-compressor")
+    from neural_compressor.torch.quantization import convert, prepare
+
+    names = [d.name for d in ctx.pipeline.model.inputs]
+    if config.algorithm == "awq" and len(names) != 1:
+        raise ModelError("neural-compressor's AWQ takes one example input tensor and this model "
+                         f"has {len(names)} inputs ({', '.join(names)}); use algorithm: gptq")
+    calibrated = config.algorithm in ("gptq", "awq")
+    batches = _calibration_batches(ctx, names, config.samples, torch) if calibrated else None
+    if batches is None:
+        example = tuple(torch.zeros(d.shape, dtype=getattr(torch, d.dtype))
+                        for d in ctx.pipeline.model.inputs)
+    else:
+        example = batches[0]
+    model = copy.deepcopy(ctx.torch_model(artifact)).eval()
+    label = f"neural-compressor {config.algorithm.upper()} int4" + (
+        f" ({len(batches)} calibration samples)" if batches else "")
+    with _in_scratch_dir(), torch.no_grad(), ctx.progress.task(label, None) as advance:
+        extra = {"example_inputs": example[0]} if config.algorithm == "awq" else {}
+        try:
+            prepared = prepare(model, _woq_config(config), **extra)
+            for batch in batches or ():
+                prepared(*batch)
+                advance(1)
+            quantized = convert(prepared)
+            quantized(*example)  # INC unpacks its weights on the first call; export needs it
+        except (RuntimeError, ValueError, AttributeError, TypeError) as exc:
+            raise ModelError(
+                f"neural-compressor's {config.algorithm.upper()} failed on this model: "
+                f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}. GPTQ and AWQ "
+                "expect transformer-style models of Linear layers; try algorithm: rtn, or "
+                "backend onnxruntime") from None
+    modules = {n: m for n, m in quantized.named_modules()
+               if type(m).__name__ == "INCWeightOnlyLinear"}
+    with tempfile.TemporaryDirectory() as scratch:
+        exported = Path(scratch) / "dequantized.onnx"
+        _export(quantized, example, exported, ctx)
+        replaced = pack_matmul_nbits(exported, modules, target)
+    return {"backend": "neural-compressor", "algorithm": config.algorithm,
+            "block_size": config.block_size, "symmetric": config.symmetric,
+            "calibration_samples": len(batches) if batches else 0,
+            "incweightonly_modules": len(modules), "matmuls_packed": replaced}
+
+
+def pack_matmul_nbits(source: Path, modules: dict, target: Path) -> int:
+    """Replace each MatMul whose constant weight equals an INC module's dequantized weight
+    by MatMulNBits holding that module's 4-bit integers, scales and zero points."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    from compress.quant.int4 import gemm_to_matmul
+
+    model = onnx.load(str(source))
+    gemm_to_matmul(model)  # 2-D Linear layers export as Gemm
+    graph = model.graph
+    initializers = {i.name: i for i in graph.initializer}
+    weights = {name: m.recover().float().T.numpy() for name, m in modules.items()}  # [K, N]
+    nodes, dropped = [], set()
+    for node in graph.node:
+        weight = initializers.get(node.input[1]) if node.op_type == "MatMul" else None
+        if weight is None or len(weight.dims) != 2:
+            nodes.append(node)
+            continue
+        b = numpy_helper.to_array(weight)
+        matches = [(float(np.abs(w - b).max()), n) for n, w in weights.items() if w.shape == b.shape]
+        error, name = min(matches, default=(np.inf, None))
+        if error > 1e-3:  # a MatMul INC did not quantize (e.g. a skipped head)
+            nodes.append(node)
+            continue
+        module = modules[name]
+        unpacked = module.unpack()
+        values = unpacked["int_weight"].numpy()
+        values = (values.astype(np.int32) + (8 if values.min() < 0 else 0)).astype(np.uint8)
+        n_out, k_in = values.shape
+        block = module.group_size
+        blocks = k_in // block
+        grouped = values.reshape(n_out, blocks, block)
+        packed = (grouped[..., 0::2] | (grouped[..., 1::2] << 4)).astype(np.uint8)
+        scales = unpacked["scales"].float().numpy().reshape(-1).astype(np.float32)
+        inputs = [node.input[0], f"{node.input[1]}_Q4", f"{node.input[1]}_scales"]
+        new = [numpy_helper.from_array(packed, inputs[1]), numpy_helper.from_array(scales, inputs[2])]
+        zero = unpacked.get("zp")
+        if zero is not None:
+            zero = zero.numpy().astype(np.int32).astype(np.uint8)
+            zero = np.pad(zero, ((0, 0), (0, blocks % 2)))
+            zero_packed = (zero[:, 0::2] | (zero[:, 1::2] << 4)).astype(np.uint8).reshape(-1)
+            inputs.append(f"{node.input[1]}_zero_points")
+            new.append(numpy_helper.from_array(zero_packed, inputs[3]))
+        graph.initializer.extend(new)
+        dropped.add(node.input[1])
+        nodes.append(helper.make_node("MatMulNBits", inputs, list(node.output),
+                                      name=f"{node.name}_Q4", domain="com.microsoft",
+                                      K=k_in, N=n_out, bits=4, block_size=block))
+    del graph.node[:]
+    graph.node.extend(nodes)
+    keep = [i for i in graph.initializer if i.name not in dropped]
+    del graph.initializer[:]
+    graph.initializer.extend(keep)
+    if not any(o.domain == "com.microsoft" for o in model.opset_import):
+        model.opset_import.append(helper.make_opsetid("com.microsoft", 1))
+    onnx.save(model, str(target))
+    return len(dropped)
