@@ -22,6 +22,7 @@ import numpy as np
 
 from compress.errors import ModelError
 from compress.lazy import require
+from compress.quant.torch_to_onnx import export_quantized, fold_weight_quantization
 
 
 def _calibration_batches(ctx, names: list[str], samples: int, torch) -> list[tuple]:
@@ -43,15 +44,6 @@ def _in_scratch_dir():
     return _Cwd()
 
 
-def _export(model, example: tuple, path: Path, ctx) -> None:
-    from export.onnx import ExportFailed, export_onnx
-    try:
-        export_onnx(model, list(example), [d.name for d in ctx.pipeline.model.inputs], path,
-                    opset=18, exporter="dynamo", dynamic_batch=False)
-    except ExportFailed as exc:
-        raise ModelError(f"the neural-compressor model could not be exported to ONNX: {exc}") from None
-
-
 def int8_static(ctx, artifact, config, target: Path) -> dict:
     torch = require("torch", "quantize with backend neural-compressor")
     require("neural_compressor.torch.quantization", "quantize with backend neural-compressor")
@@ -71,23 +63,11 @@ def int8_static(ctx, artifact, config, target: Path) -> dict:
         quantized = convert(prepared)
     with tempfile.TemporaryDirectory() as scratch:
         exported = Path(scratch) / "qdq.onnx"
-        _export(quantized, batches[0], exported, ctx)
-        _fold_weight_quantization(exported, target)
+        export_quantized(quantized, batches[0], exported, ctx)
+        fold_weight_quantization(exported, target)
     return {"backend": "neural-compressor", "calibration_samples": len(batches),
             "config": "INC default static: int8 symmetric per-channel weights, uint8 "
                       "asymmetric per-tensor activations"}
-
-
-def _fold_weight_quantization(source: Path, target: Path) -> None:
-    """INC's convert keeps float weights with a QuantizeLinear in front of them (the file
-    is larger than FP32); onnxruntime's basic optimisation folds those into int8
-    initializers and leaves the QDQ graph otherwise as it is (standard ONNX ops only)."""
-    import onnxruntime as ort
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_BASIC
-    options.optimized_model_filepath = str(target)
-    options.log_severity_level = 3
-    ort.InferenceSession(str(source), options, providers=["CPUExecutionProvider"])
 
 
 def _woq_config(config):
@@ -143,7 +123,7 @@ def int4_weight_only(ctx, artifact, config, target: Path) -> dict:
                if type(m).__name__ == "INCWeightOnlyLinear"}
     with tempfile.TemporaryDirectory() as scratch:
         exported = Path(scratch) / "dequantized.onnx"
-        _export(quantized, example, exported, ctx)
+        export_quantized(quantized, example, exported, ctx)
         replaced = pack_matmul_nbits(exported, modules, target)
     return {"backend": "neural-compressor", "algorithm": config.algorithm,
             "block_size": config.block_size, "symmetric": config.symmetric,

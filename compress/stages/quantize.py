@@ -15,9 +15,10 @@ from compress.lazy import require
 from compress.quant.ort_int8 import (op_histogram, preprocess, quantize_dynamic_int8,
                                      quantize_static_qdq)
 from compress.stagebase import StageConfig, register
+from compress.training import TrainSettings
 
-PRECISION = {"int8-static": "int8", "int8-dynamic": "int8", "int4-weight-only": "int4",
-             "fp16": "fp16"}
+PRECISION = {"int8-static": "int8", "int8-dynamic": "int8", "int8-qat": "int8",
+             "int4-weight-only": "int4", "fp16": "fp16"}
 # Layers the accuracy-aware search may keep in float, per scheme.
 SEARCHABLE = {"int8-static": ("Conv", "MatMul", "Gemm"), "int8-dynamic": ("MatMul", "Gemm"),
               "int4-weight-only": ("MatMul", "Gemm")}
@@ -30,11 +31,12 @@ class Quantize(StageConfig):
         "onnxruntime", description="onnxruntime: quantizes an ONNX artifact; "
         "neural-compressor: quantizes a torch artifact (int8-static via PT2E, "
         "int4-weight-only with rtn/gptq/awq) and exports the result to ONNX")
-    scheme: Literal["int8-static", "int8-dynamic", "int4-weight-only", "fp16"] = Field(
+    scheme: Literal["int8-static", "int8-dynamic", "int8-qat", "int4-weight-only", "fp16"] = Field(
         description="int8-static: QDQ with calibrated activations (CNNs); int8-dynamic: "
         "weights int8, activations quantized at run time (MatMul-heavy models); "
         "int4-weight-only: 4-bit block-wise MatMul (and embedding) weights, float "
-        "activations; fp16: half-precision weights and compute (GPU targets)")
+        "activations; fp16: half-precision weights and compute (GPU targets); int8-qat: "
+        "quantization-aware training of a torch model (PT2E), exported to ONNX")
     # int8-static
     calibration: Literal["minmax", "entropy", "percentile"] = "minmax"
     percentile: float = Field(99.999, gt=90, lt=100, description="for calibration: percentile")
@@ -65,6 +67,10 @@ class Quantize(StageConfig):
     quantize_embeddings: Optional[bool] = Field(
         None, description="int4: also quantize Gather embedding tables (GatherBlockQuantized); "
         "default: yes, except with hqq (onnxruntime's HQQ cannot)")
+    # int8-qat
+    train: TrainSettings = Field(
+        default_factory=lambda: TrainSettings(epochs=3, lr=1e-4),
+        description="int8-qat: fine-tuning with fake quantization on data.train")
     # fp16
     keep_io_types: bool = Field(True, description="fp16: keep float32 inputs and outputs")
     # every scheme but fp16
@@ -87,7 +93,8 @@ class Quantize(StageConfig):
 
     @model_validator(mode="after")
     def _backend_offers_it(self):
-        offered = {"onnxruntime": {"int8-static", "int8-dynamic", "int4-weight-only", "fp16"},
+        offered = {"onnxruntime": {"int8-static", "int8-dynamic", "int8-qat", "int4-weight-only",
+                                   "fp16"},
                    "neural-compressor": {"int8-static", "int4-weight-only"}}[self.backend]
         if self.scheme not in offered:
             raise ValueError(f"backend {self.backend} does not offer scheme {self.scheme} "
@@ -111,14 +118,16 @@ class Quantize(StageConfig):
 
     @model_validator(mode="after")
     def _max_drop_fits_scheme(self):
-        if self.max_drop is not None and self.scheme == "fp16":
-            raise ValueError("max_drop needs layers that can be kept in float; fp16 converts "
-                             "the whole model (use an int8 or int4 scheme)")
+        if self.max_drop is not None and self.scheme in ("fp16", "int8-qat"):
+            raise ValueError(f"max_drop needs layers that can be kept in float after "
+                             f"quantization; {self.scheme} converts the whole model (use "
+                             "int8-static, int8-dynamic or int4-weight-only)")
         return self
 
     def required_data(self) -> tuple[str, ...]:
         calibrated = self.scheme == "int8-static" or self.algorithm in ("gptq", "awq")
         needed = ("calibration",) if calibrated else ()
+        needed += ("train",) if self.scheme == "int8-qat" else ()
         return needed + (("evaluation",) if self.max_drop is not None else ())
 
     def for_targets(self, targets: list) -> "Quantize":
@@ -199,8 +208,25 @@ def _with_neural_compressor(artifact, config: Quantize, ctx) -> list[Output]:
     return [Output(target, "onnx", PRECISION[config.scheme], meta)]
 
 
+def _quantization_aware_training(artifact, config: Quantize, ctx) -> list[Output]:
+    from compress.quant.qat import int8_qat
+    if artifact.format != "torch":
+        raise ModelError(f"int8-qat trains a torch model but got {artifact.format} artifact "
+                         f"{artifact.id}; give it `input: source` (or a prune/distill stage)")
+    from export.quiet import native_output_hidden
+    with native_output_hidden():  # torchao's import prints load failures of CUDA kernels
+        require("torchao.quantization.pt2e", "quantize int8-qat")
+    target = ctx.out_dir / "model.onnx"
+    with _quiet_root_logger():
+        meta = int8_qat(ctx, artifact, config, target)
+    meta.update(scheme=config.scheme, ops=dict(op_histogram(target)))
+    return [Output(target, "onnx", "int8", meta)]
+
+
 @register(Quantize)
 def run(artifact, config: Quantize, ctx) -> list[Output]:
+    if config.scheme == "int8-qat":
+        return _quantization_aware_training(artifact, config, ctx)
     if config.backend == "neural-compressor":
         if artifact.format != "torch":
             raise ModelError(f"backend neural-compressor quantizes a torch model but got "

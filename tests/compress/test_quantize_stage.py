@@ -134,3 +134,19 @@ def test_accuracy_aware_search_keeps_the_best_model_and_reports_it(project):
     stage_dir = (result.run_dir / quantized.path).parent
     assert sorted(p.name for p in stage_dir.iterdir()) == ["model.onnx", "stage.json"]
     assert "accuracy-aware, max_drop 0" in (result.run_dir / "report.md").read_text()
+
+
+def test_int8_qat_trains_and_exports_a_qdq_model(project):
+    stages = [{"type": "quantize", "scheme": "int8-qat", "train": {"epochs": 1, "lr": 1e-4}},
+              {"type": "benchmark", "warmup": 1, "runs": 5, "rounds": 1}]
+    data = pipeline_dict(stages=stages, data={"train": "data:train", "evaluation": "data:evaluation",
+                                              "metric": {"type": "accuracy"}})
+    result = compress.run(write_pipeline(project, data))
+    qat = result.artifacts[-1]
+    assert qat.format == "onnx" and qat.precision == "int8"
+    ops = _ops(result.run_dir / qat.path)
+    assert ops["QuantizeLinear"] and ops["DequantizeLinear"] and ops["Conv"] == 3
+    assert qat.meta["qat"]["epochs_run"] == 1 and len(qat.meta["qat"]["history"]) == 1
+    assert qat.size_bytes < 0.5 * result.artifacts[0].size_bytes  # int8 weights, folded
+    bench = next(b for b in result.benchmarks if b["artifact"] == qat.id)
+    assert bench["metric"]["drop"] <= 0.01
