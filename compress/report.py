@@ -154,6 +154,13 @@ def _quantization_details(report: dict) -> list[str]:
                 lines += [f"| {row['layer']} | {row['metric_without_it']:.6f} | {row['recovered']:+.6f} |"
                           for row in sorted(search["sensitivity"], key=lambda r: -r["recovered"])]
                 lines.append("")
+        tuned = meta.get("autotune")
+        if tuned:
+            verdict = "met" if tuned["budget_met"] else "NOT met (its best model kept)"
+            trials = ", ".join(f"{value:.6f}" for value in tuned["trial_metrics"])
+            lines += [f"### {name}: neural-compressor autotune, max_drop {tuned['max_drop']:g}", "",
+                      f"{tuned['trials']} configurations tried (metric: {trials}). Budget "
+                      f"{verdict}: final drop {tuned['final_drop']:.6f}.", ""]
         weights = meta.get("weights")
         if weights:
             biggest = ", ".join(f"{t['name']} ({format_count(t['parameters'])})"

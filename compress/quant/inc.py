@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import os
 import tempfile
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -48,26 +49,75 @@ def int8_static(ctx, artifact, config, target: Path) -> dict:
     torch = require("torch", "quantize with backend neural-compressor")
     require("neural_compressor.torch.quantization", "quantize with backend neural-compressor")
     from neural_compressor.torch.export import export
-    from neural_compressor.torch.quantization import convert, get_default_static_config, prepare
 
     names = [d.name for d in ctx.pipeline.model.inputs]
     batches = _calibration_batches(ctx, names, config.samples, torch)
     model = copy.deepcopy(ctx.torch_model(artifact)).eval()
-    with _in_scratch_dir(), torch.no_grad(), ctx.progress.task(
-            f"neural-compressor PT2E calibration ({len(batches)} samples)", len(batches)) as advance:
-        graph = export(model, batches[0])
-        prepared = prepare(graph, get_default_static_config(), example_inputs=batches[0])
-        for batch in batches:
-            prepared(*batch)
-            advance(1)
-        quantized = convert(prepared)
+    # a batch of 2 keeps the batch dimension dynamic (1 gets specialised), so the metric
+    # can run on batches of evaluation data during autotuning
+    example = tuple(torch.cat([b[i] for b in batches[:2]]) if len(batches) > 1 else batches[0][i]
+                    for i in range(len(names)))
+    dynamic = [{0: torch.export.Dim("batch", min=1, max=1 << 16)} for _ in names] \
+        if len(batches) > 1 else None
+    meta = {"backend": "neural-compressor", "calibration_samples": len(batches)}
+    with _in_scratch_dir(), torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # torch.export's pytree deprecations
+        graph = export(model, example, dynamic_shapes=dynamic)
+        if config.max_drop is None:
+            quantized = _calibrate_default(graph, example, batches, ctx)
+            meta["config"] = ("INC default static: int8 symmetric per-channel weights, uint8 "
+                              "asymmetric per-tensor activations")
+        else:
+            quantized, meta["autotune"] = _autotune(graph, example, batches, config, ctx)
     with tempfile.TemporaryDirectory() as scratch:
         exported = Path(scratch) / "qdq.onnx"
         export_quantized(quantized, batches[0], exported, ctx)
         fold_weight_quantization(exported, target)
-    return {"backend": "neural-compressor", "calibration_samples": len(batches),
-            "config": "INC default static: int8 symmetric per-channel weights, uint8 "
-                      "asymmetric per-tensor activations"}
+    return meta
+
+
+def _calibrate_default(graph, example, batches, ctx):
+    from neural_compressor.torch.quantization import convert, get_default_static_config, prepare
+    with ctx.progress.task(f"neural-compressor PT2E calibration ({len(batches)} samples)",
+                           len(batches)) as advance:
+        prepared = prepare(graph, get_default_static_config(), example_inputs=example)
+        for batch in batches:
+            prepared(*batch)
+            advance(1)
+        return convert(prepared)
+
+
+def _autotune(graph, example, batches, config, ctx):
+    """INC's own accuracy-driven tuning: it tries its static configurations (symmetric or
+    not, MinMax or KL activations) until one is within `tolerable_loss` of the float
+    model. It returns its best model even when none is, so the drop is checked here."""
+    from neural_compressor.torch.quantization import StaticQuantConfig, TuningConfig, autotune
+
+    from compress.torch_eval import torch_metric
+    baseline = ctx.metric_baseline()
+    scores = []
+
+    def evaluate(model) -> float:
+        scores.append(torch_metric(model, ctx)["value"])
+        return scores[-1]
+
+    def calibrate(model) -> None:
+        for batch in batches:
+            model(*batch)
+
+    tuning = TuningConfig(config_set=[StaticQuantConfig.get_config_set_for_tuning()],
+                          tolerable_loss=config.max_drop / max(baseline, 1e-12))
+    with ctx.progress.task(f"neural-compressor autotune (max_drop {config.max_drop})", None):
+        quantized = autotune(graph, tuning, eval_fn=evaluate, run_fn=calibrate,
+                             example_inputs=example)
+    final = torch_metric(quantized, ctx)["value"]
+    report = {"max_drop": config.max_drop, "baseline": baseline, "final_metric": final,
+              "final_drop": baseline - final, "budget_met": baseline - final <= config.max_drop,
+              "trials": max(len(scores) - 1, 0), "trial_metrics": scores[1:]}
+    if not report["budget_met"]:
+        ctx.progress.note(f"max_drop {config.max_drop} not reached by neural-compressor's "
+                          f"autotune: keeping its best model (drop {baseline - final:.4f})")
+    return quantized, report
 
 
 def _woq_config(config):

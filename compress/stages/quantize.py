@@ -104,9 +104,10 @@ class Quantize(StageConfig):
         if self.scheme == "int4-weight-only" and self.algorithm not in algorithms[self.backend]:
             raise ValueError(f"algorithm {self.algorithm} is not offered by backend {self.backend} "
                              f"(it offers {', '.join(algorithms[self.backend])})")
-        if self.backend == "neural-compressor" and self.max_drop is not None:
-            raise ValueError("max_drop works with backend onnxruntime (it keeps ONNX nodes in "
-                             "float); export.onnx first and quantize with onnxruntime")
+        if self.backend == "neural-compressor" and self.max_drop is not None \
+                and self.scheme != "int8-static":
+            raise ValueError("max_drop with backend neural-compressor is its autotune, which "
+                             "tunes int8-static; for int4 use backend onnxruntime")
         return self
 
     @model_validator(mode="after")

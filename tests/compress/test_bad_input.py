@@ -20,7 +20,7 @@ import yaml
 
 from tests.conftest import pipeline_dict, run_cli, write_pipeline
 
-# 48 cases, ~55 CLI runs (most import torch): ~2 min in all, checkpoint training included.
+# 49 cases, ~55 CLI runs (most import torch): ~2 min in all, checkpoint training included.
 pytestmark = pytest.mark.slow
 
 # Loaders a user could plausibly get wrong, written next to the pipeline as baddata.py.
@@ -410,6 +410,9 @@ CASES = [
     Case("hqq-with-embeddings",
          _quantize_with(scheme="int4-weight-only", algorithm="hqq", quantize_embeddings=True),
          ("HQQ quantizer cannot quantize embeddings",), validate=True),
+    Case("max-drop-with-neural-compressor-int4",
+         _quantize_with(backend="neural-compressor", scheme="int4-weight-only", max_drop=0.01),
+         ("max_drop with backend neural-compressor is its autotune",), validate=True),
     Case("qat-without-training-data", _quantize_with(scheme="int8-qat", input="source"),
          ("stage 2 (quantize, int8-qat) needs data.train",)),
     Case("max-drop-on-fp16", _quantize_with(scheme="fp16", max_drop=0.01),

@@ -39,6 +39,22 @@ def test_int8_static_and_int4_rtn_beside_onnxruntime(project):
         assert bench["metric"]["drop"] <= 0.01, bench["artifact"]
 
 
+def test_autotune_reports_its_trials_and_keeps_its_best_model(project):
+    # max_drop 0 on cosine: no INT8 configuration can reach it, every one is tried
+    stages = [{"type": "quantize", "backend": "neural-compressor", "scheme": "int8-static",
+               "max_drop": 0.0, "samples": 32}]
+    data = pipeline_dict(stages=stages, targets=[],
+                         data={"calibration": "data:calibration", "evaluation": "data:evaluation",
+                               "metric": {"type": "fidelity", "primary": "cosine"}})
+    result = compress.run(write_pipeline(project, data))
+    tuned = result.artifacts[-1].meta["autotune"]
+    assert tuned["trials"] == len(tuned["trial_metrics"]) >= 2
+    assert not tuned["budget_met"] and tuned["final_drop"] > 0
+    assert tuned["final_metric"] >= max(tuned["trial_metrics"]) - 1e-4  # the best one kept
+    assert (result.run_dir / result.artifacts[-1].path).is_file()
+    assert "neural-compressor autotune" in (result.run_dir / "report.md").read_text()
+
+
 def test_a_missing_backend_names_the_packages(project, monkeypatch):
     import compress.lazy as lazy
     real = lazy.importlib.import_module
