@@ -160,8 +160,13 @@ def _accuracy_aware(quantize_one, source: Path, target: Path, config: Quantize, 
 
     onnx = require("onnx", "quantize")
     kinds = SEARCHABLE[config.scheme]
-    layers = [n.name for n in onnx.load(str(source), load_external_data=False).graph.node
-              if n.op_type in kinds and n.name and n.name not in config.exclude_nodes]
+    graph = onnx.load(str(source), load_external_data=False).graph
+    weights = {init.name for init in graph.initializer}
+    # only layers with a constant weight: a MatMul of two activations (attention) is
+    # never quantized by these schemes, so keeping it in float changes nothing
+    layers = [n.name for n in graph.node
+              if n.op_type in kinds and n.name and n.name not in config.exclude_nodes
+              and len(n.input) > 1 and n.input[1] in weights]
     with ctx.progress.task(f"accuracy-aware {config.scheme} (max_drop {config.max_drop})",
                            None) as advance:
         def evaluate(path: Path) -> float:
