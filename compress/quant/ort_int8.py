@@ -142,5 +142,6 @@ def quantize_dynamic_int8(source: Path, target: Path, config, ops: Counter,
                          + CONV_DYNAMIC_WARNING)
     quantize_dynamic(str(source), str(target), per_channel=config.per_channel,
                      reduce_range=config.reduce_range, weight_type=QuantType.QInt8,
+                     extra_options={"MatMulConstBOnly": not config.activation_matmuls},
                      nodes_to_exclude=list(config.exclude_nodes) + list(exclude) or None)
     return {}

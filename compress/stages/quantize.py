@@ -54,6 +54,9 @@ class Quantize(StageConfig):
     bias_correction_samples: PositiveInt = Field(
         128, description="calibration samples used for bias correction (spread evenly)")
     force: bool = Field(False, description="allow int8-dynamic on a convolutional model")
+    activation_matmuls: bool = Field(
+        False, description="int8-dynamic: also quantize MatMuls of two activations (a "
+        "transformer's attention scores and values), not only those with weights")
     # int4-weight-only
     block_size: int = Field(32, description="int4: weights per scale (a power of 2, >= 16)")
     symmetric: bool = Field(False, description="int4: symmetric blocks (no zero point); "

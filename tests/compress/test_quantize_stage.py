@@ -150,3 +150,27 @@ def test_int8_qat_trains_and_exports_a_qdq_model(project):
     assert qat.size_bytes < 0.5 * result.artifacts[0].size_bytes  # int8 weights, folded
     bench = next(b for b in result.benchmarks if b["artifact"] == qat.id)
     assert bench["metric"]["drop"] <= 0.01
+
+
+def test_int8_dynamic_can_quantize_attention_style_matmuls_too(project):
+    import torch
+
+    class Attention(torch.nn.Module):  # scores = (x W)(x W)^T: one MatMul has no weight
+        def __init__(self):
+            super().__init__()
+            self.proj = torch.nn.Linear(16, 16, bias=False)
+
+        def forward(self, x):
+            h = self.proj(x)
+            return torch.matmul(h, h.transpose(1, 2))
+    torch.onnx.export(Attention().eval(), (torch.randn(1, 8, 16),), str(project / "attn.onnx"),
+                      input_names=["x"], dynamo=False)
+    stages = [{"type": "quantize", "name": "weights", "scheme": "int8-dynamic"},
+              {"type": "quantize", "name": "all", "scheme": "int8-dynamic", "input": "source",
+               "activation_matmuls": True}]
+    model = {"onnx": "attn.onnx", "inputs": [{"name": "x", "shape": [1, 8, 16]}]}
+    result = compress.run(write_pipeline(project, pipeline_dict(model=model, data={},
+                                                                stages=stages, targets=[])))
+    ops = {a.id: _ops(result.run_dir / a.path) for a in result.artifacts[1:]}
+    assert ops["weights"]["MatMulInteger"] == 1 and ops["weights"]["MatMul"] == 1
+    assert ops["all"]["MatMulInteger"] == 2 and ops["all"]["MatMul"] == 0
