@@ -135,15 +135,26 @@ def _woq_config(config):
     return AWQConfig(**common)
 
 
+class _KeywordInputs(dict):
+    """AWQ moves its example to the device with `.to()` and calls the model with it:
+    a dict of the model's inputs by name, with the `.to` a tokenizer's output has."""
+
+    def to(self, device):
+        return _KeywordInputs({name: value.to(device) for name, value in self.items()})
+
+
+def _awq_example(example: tuple, names: list[str]):
+    """One tensor for one-input models; otherwise the inputs by name, which only works
+    when model.inputs are named like the forward() parameters."""
+    return example[0] if len(example) == 1 else _KeywordInputs(zip(names, example))
+
+
 def int4_weight_only(ctx, artifact, config, target: Path) -> dict:
     torch = require("torch", "quantize with backend neural-compressor")
     require("neural_compressor.torch.quantization", "quantize with backend neural-compressor")
     from neural_compressor.torch.quantization import convert, prepare
 
     names = [d.name for d in ctx.pipeline.model.inputs]
-    if config.algorithm == "awq" and len(names) != 1:
-        raise ModelError("neural-compressor's AWQ takes one example input tensor and this model "
-                         f"has {len(names)} inputs ({', '.join(names)}); use algorithm: gptq")
     calibrated = config.algorithm in ("gptq", "awq")
     batches = _calibration_batches(ctx, names, config.samples, torch) if calibrated else None
     if batches is None:
@@ -154,8 +165,10 @@ def int4_weight_only(ctx, artifact, config, target: Path) -> dict:
     model = copy.deepcopy(ctx.torch_model(artifact)).eval()
     label = f"neural-compressor {config.algorithm.upper()} int4" + (
         f" ({len(batches)} calibration samples)" if batches else "")
-    with _in_scratch_dir(), torch.no_grad(), ctx.progress.task(label, None) as advance:
-        extra = {"example_inputs": example[0]} if config.algorithm == "awq" else {}
+    with _in_scratch_dir(), torch.no_grad(), warnings.catch_warnings(), \
+            ctx.progress.task(label, None) as advance:
+        warnings.simplefilter("ignore")  # AWQ traces the model: TracerWarnings by the page
+        extra = {"example_inputs": _awq_example(example, names)} if config.algorithm == "awq" else {}
         try:
             prepared = prepare(model, _woq_config(config), **extra)
             for batch in batches or ():
