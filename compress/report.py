@@ -150,8 +150,11 @@ def _quantization_details(report: dict) -> list[str]:
                       f"{verdict}: final drop {search['final_drop']:.6f} with {len(search['kept_in_float'])} "
                       f"layer(s) in float ({kept}); {search['attempts']} quantized models tried.", ""]
             if search["sensitivity"]:
-                lines += ["| layer | metric with it in float | recovered |", "|---|---:|---:|"]
-                lines += [f"| {row['layer']} | {row['metric_without_it']:.6f} | {row['recovered']:+.6f} |"
+                lines += ["| layer | torch module (as exported; a conv folded with its BatchNorm "
+                          "shows the BatchNorm) | metric with it in float | recovered |",
+                          "|---|---|---:|---:|"]
+                lines += [f"| {row['layer']} | {row.get('module') or '—'} | "
+                          f"{row['metric_without_it']:.6f} | {row['recovered']:+.6f} |"
                           for row in sorted(search["sensitivity"], key=lambda r: -r["recovered"])]
                 lines.append("")
         tuned = meta.get("autotune")

@@ -158,6 +158,21 @@ def _quantizer(config: Quantize, source: Path, ops, ctx):
     return lambda exclude, target: convert_fp16(source, target, config)
 
 
+def _torch_module(node) -> Optional[str]:
+    """The torch module an ONNX node came from, as the dynamo exporter records it
+    (`pkg.torch.onnx.name_scopes`: [..., 'encoder.layer.5.attention.self.value',
+    'linear_32']); None for models from elsewhere."""
+    import ast
+    for prop in node.metadata_props:
+        if prop.key == "pkg.torch.onnx.name_scopes":
+            try:
+                scopes = ast.literal_eval(prop.value)
+            except (ValueError, SyntaxError):
+                return None
+            return scopes[-2] if len(scopes) >= 2 and scopes[-2] else None
+    return None
+
+
 def _accuracy_aware(quantize_one, source: Path, target: Path, config: Quantize, ctx) -> dict:
     from compress.quant.accuracy_aware import keep, search
 
@@ -167,9 +182,10 @@ def _accuracy_aware(quantize_one, source: Path, target: Path, config: Quantize, 
     weights = {init.name for init in graph.initializer}
     # only layers with a constant weight: a MatMul of two activations (attention) is
     # never quantized by these schemes, so keeping it in float changes nothing
-    layers = [n.name for n in graph.node
+    chosen = [n for n in graph.node
               if n.op_type in kinds and n.name and n.name not in config.exclude_nodes
               and len(n.input) > 1 and n.input[1] in weights]
+    layers = [n.name for n in chosen]
     with ctx.progress.task(f"accuracy-aware {config.scheme} (max_drop {config.max_drop})",
                            None) as advance:
         def evaluate(path: Path) -> float:
@@ -178,6 +194,10 @@ def _accuracy_aware(quantize_one, source: Path, target: Path, config: Quantize, 
         best, report = search(quantize_one, evaluate, ctx.metric_baseline(), layers,
                               config.max_drop, ctx.out_dir, note=ctx.progress.note)
     keep(best, target)
+    modules = {n.name: _torch_module(n) for n in chosen}
+    for row in report["sensitivity"]:
+        row["module"] = modules.get(row["layer"])
+    report["kept_in_float_modules"] = [modules.get(name) for name in report["kept_in_float"]]
     if not report["budget_met"]:
         ctx.progress.note(f"max_drop {config.max_drop} not reached: keeping the best model "
                           f"found (drop {best.drop:.4f}, {len(best.excluded)} layers in float)")

@@ -124,6 +124,8 @@ def test_accuracy_aware_search_keeps_the_best_model_and_reports_it(project):
         n.name for n in onnx.load(str(result.run_dir / result.artifacts[1].path)).graph.node
         if n.op_type in ("Conv", "Gemm")}
     assert search["final_drop"] <= search["all_quantized_drop"]
+    modules = {row["module"] for row in search["sensitivity"]}
+    assert "classifier" in modules  # the Gemm, traced back to its torch module
     assert search["budget_met"] == (search["final_drop"] <= 0.0)
     assert 1 + len(search["sensitivity"]) <= search["attempts"] <= 1 + 2 * len(search["sensitivity"])
     graph = onnx.load(str(result.run_dir / quantized.path)).graph
