@@ -6,6 +6,7 @@ stage needs) is checked first, so bad input fails before any file is written.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -209,12 +210,12 @@ def _benchmark(ctx: RunContext, bench_stage, candidates) -> tuple[list[dict], li
     """The measurements, and the artifact x target pairs a profile's engines leave out."""
     if bench_stage is None or not ctx.targets:
         return [], []
-    _, skipped = plan_jobs(candidates, ctx.targets, cores=1)
+    jobs, skipped = plan_jobs(candidates, ctx.targets, os.cpu_count() or 1)
     index, stage = bench_stage
     bench_dir = StageDir(ctx.run_dir, f"{index:02d}-benchmark")
     ctx.out_dir = bench_dir.begin()
     try:
-        return STAGES["benchmark"].run(candidates, stage, ctx), skipped
+        return STAGES["benchmark"].run(jobs, stage, ctx), skipped
     except CompressError as exc:
         raise StageError(index, "benchmark", str(exc)) from exc
     finally:

@@ -96,21 +96,16 @@ def widen_output_ranges(stats: dict, fp32: Path, calibration: list[dict]) -> Non
     the logits reached 12.1 while the int8 output range ended at 6.7, so 88 of 105 photo
     crops saturated and their top-1 became a tie. The true extremes of the outputs are
     cheap to measure on the float model, so the output ranges use those."""
-    from ai_edge_litert.interpreter import Interpreter
+    from runtimes.feeds import select_inputs
+    from runtimes.loader import load
 
-    interpreter = Interpreter(model_path=str(fp32))
-    interpreter.allocate_tensors()
-    inputs, outputs = interpreter.get_input_details(), interpreter.get_output_details()
-    low = {d["name"]: np.inf for d in outputs}
-    high = {d["name"]: -np.inf for d in outputs}
-    for feed in calibration:
-        for detail, value in zip(inputs, feed.values()):
-            interpreter.set_tensor(detail["index"], np.ascontiguousarray(value, detail["dtype"]))
-        interpreter.invoke()
-        for detail in outputs:
-            value = interpreter.get_tensor(detail["index"])
-            low[detail["name"]] = min(low[detail["name"]], float(value.min()))
-            high[detail["name"]] = max(high[detail["name"]], float(value.max()))
+    with load(str(fp32), engine="litert") as session:
+        low = {name: np.inf for name in session.outputs}
+        high = {name: -np.inf for name in session.outputs}
+        for feed in calibration:
+            for name, value in zip(session.outputs, session.run(select_inputs(feed, session.inputs))):
+                low[name] = min(low[name], float(value.min()))
+                high[name] = max(high[name], float(value.max()))
     for name in low:
         if name in stats and "min" in stats[name]:
             qsv = stats[name]

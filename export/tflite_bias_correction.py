@@ -116,12 +116,9 @@ def _interpreter(content: bytes, threads: int):
 
 def _invoke(interpreter, feed: dict) -> None:
     """Run one calibration sample; inputs in order, quantized where the model is int8."""
+    from runtimes.litert_session import to_native
     for detail, value in zip(interpreter.get_input_details(), feed.values()):
-        scale, zero = detail["quantization"]
-        if np.issubdtype(detail["dtype"], np.integer) and scale:
-            info = np.iinfo(detail["dtype"])
-            value = np.clip(np.round(value / scale + zero), info.min, info.max)
-        interpreter.set_tensor(detail["index"], np.ascontiguousarray(value, detail["dtype"]))
+        interpreter.set_tensor(detail["index"], to_native(detail, value))
     interpreter.invoke()
 
 

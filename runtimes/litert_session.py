@@ -70,6 +70,16 @@ def _is_quantized(detail: dict) -> bool:
     return np.issubdtype(detail["dtype"], np.integer) and scale != 0
 
 
+def to_native(detail: dict, value: np.ndarray) -> np.ndarray:
+    """`value` as the interpreter's input `detail` takes it: float data quantized through
+    the tensor's scale and zero point when the input is quantized."""
+    if _is_quantized(detail) and not np.issubdtype(value.dtype, np.integer):
+        scale, zero = detail["quantization"]
+        info = np.iinfo(detail["dtype"])
+        value = np.clip(np.round(value / scale + zero), info.min, info.max)
+    return np.ascontiguousarray(value, dtype=detail["dtype"])
+
+
 class LiteRTSession(Session):
     engine = "litert"
 
@@ -101,19 +111,11 @@ class LiteRTSession(Session):
             for d in self._inputs)
         self.outputs = tuple(d["name"] for d in self._outputs)
 
-    @staticmethod
-    def _to_native(detail: dict, value: np.ndarray) -> np.ndarray:
-        if _is_quantized(detail) and not np.issubdtype(value.dtype, np.integer):
-            scale, zero = detail["quantization"]
-            info = np.iinfo(detail["dtype"])
-            value = np.clip(np.round(value / scale + zero), info.min, info.max)
-        return np.ascontiguousarray(value, dtype=detail["dtype"])
-
     def native_feeds(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-        return {d["name"]: self._to_native(d, feeds[d["name"]]) for d in self._inputs}
+        return {d["name"]: to_native(d, feeds[d["name"]]) for d in self._inputs}
 
     def _set_input(self, detail: dict, value: np.ndarray) -> None:
-        value = self._to_native(detail, value)
+        value = to_native(detail, value)
         if tuple(value.shape) != tuple(detail["shape"]):  # e.g. another batch size
             self._interpreter.resize_tensor_input(detail["index"], value.shape)
             self._interpreter.allocate_tensors()

@@ -13,6 +13,7 @@ is exported to ONNX so it is measured like every other artifact.
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import os
 import tempfile
@@ -23,7 +24,8 @@ import numpy as np
 
 from compress.errors import ModelError
 from compress.lazy import require
-from compress.quant.torch_to_onnx import export_quantized, fold_weight_quantization
+from compress.quant.torch_to_onnx import (dynamic_batch_example, export_quantized,
+                                          fold_weight_quantization)
 
 
 def _calibration_batches(ctx, names: list[str], samples: int, torch) -> list[tuple]:
@@ -32,33 +34,29 @@ def _calibration_batches(ctx, names: list[str], samples: int, torch) -> list[tup
     return [tuple(torch.from_numpy(data.inputs[n][i:i + 1]) for n in names) for i in range(count)]
 
 
+@contextlib.contextmanager
 def _in_scratch_dir():
     """INC writes ./nc_workspace into the working directory: keep it out of the user's."""
-    class _Cwd:
-        def __enter__(self):
-            self._old, self._tmp = os.getcwd(), tempfile.TemporaryDirectory()
-            os.chdir(self._tmp.name)
-
-        def __exit__(self, *exc):
-            os.chdir(self._old)
-            self._tmp.cleanup()
-    return _Cwd()
+    old = os.getcwd()
+    with tempfile.TemporaryDirectory() as scratch:
+        os.chdir(scratch)
+        try:
+            yield
+        finally:
+            os.chdir(old)
 
 
 def int8_static(ctx, artifact, config, target: Path) -> dict:
+    """The stage imported neural_compressor (quietly) before calling this."""
     torch = require("torch", "quantize with backend neural-compressor")
-    require("neural_compressor.torch.quantization", "quantize with backend neural-compressor")
     from neural_compressor.torch.export import export
 
     names = [d.name for d in ctx.pipeline.model.inputs]
     batches = _calibration_batches(ctx, names, config.samples, torch)
     model = copy.deepcopy(ctx.torch_model(artifact)).eval()
-    # a batch of 2 keeps the batch dimension dynamic (1 gets specialised), so the metric
-    # can run on batches of evaluation data during autotuning
-    example = tuple(torch.cat([b[i] for b in batches[:2]]) if len(batches) > 1 else batches[0][i]
-                    for i in range(len(names)))
-    dynamic = [{0: torch.export.Dim("batch", min=1, max=1 << 16)} for _ in names] \
-        if len(batches) > 1 else None
+    # a dynamic batch, so the metric can run on batches of evaluation data in autotuning
+    example, dynamic = dynamic_batch_example(
+        ctx.require_dataset("calibration", "neural-compressor calibration").inputs, names)
     meta = {"backend": "neural-compressor", "calibration_samples": len(batches)}
     with _in_scratch_dir(), torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch.export's pytree deprecations
@@ -150,9 +148,11 @@ def _awq_example(example: tuple, names: list[str]):
 
 
 def int4_weight_only(ctx, artifact, config, target: Path) -> dict:
+    """The stage imported neural_compressor (quietly) before calling this."""
     torch = require("torch", "quantize with backend neural-compressor")
-    require("neural_compressor.torch.quantization", "quantize with backend neural-compressor")
     from neural_compressor.torch.quantization import convert, prepare
+
+    from compress.quant.int4 import quantize_embeddings, weight_precision
 
     names = [d.name for d in ctx.pipeline.model.inputs]
     calibrated = config.algorithm in ("gptq", "awq")
@@ -163,6 +163,7 @@ def int4_weight_only(ctx, artifact, config, target: Path) -> dict:
     else:
         example = batches[0]
     model = copy.deepcopy(ctx.torch_model(artifact)).eval()
+    parameters = sum(p.numel() for p in model.parameters())
     label = f"neural-compressor {config.algorithm.upper()} int4" + (
         f" ({len(batches)} calibration samples)" if batches else "")
     with _in_scratch_dir(), torch.no_grad(), warnings.catch_warnings(), \
@@ -189,10 +190,14 @@ def int4_weight_only(ctx, artifact, config, target: Path) -> dict:
         exported = Path(scratch) / "dequantized.onnx"
         export_quantized(quantized, example, exported, ctx)
         replaced = pack_matmul_nbits(exported, modules, target)
-    return {"backend": "neural-compressor", "algorithm": config.algorithm,
+    meta = {"backend": "neural-compressor", "algorithm": config.algorithm,
             "block_size": config.block_size, "symmetric": config.symmetric,
             "calibration_samples": len(batches) if batches else 0,
             "incweightonly_modules": len(modules), "matmuls_packed": replaced}
+    if config.embeddings_quantized:  # INC quantizes Linear layers only
+        meta["embeddings_quantized"] = quantize_embeddings(target, config)
+    meta["weights"] = weight_precision(None, target, parameters=parameters)
+    return meta
 
 
 def pack_matmul_nbits(source: Path, modules: dict, target: Path) -> int:

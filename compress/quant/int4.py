@@ -60,9 +60,6 @@ def gemm_to_matmul(model) -> int:
 
 def quantize_int4(source: Path, target: Path, config, exclude: tuple = ()) -> dict:
     import onnx
-    from onnxruntime.quantization.matmul_nbits_quantizer import (DefaultWeightOnlyQuantConfig,
-                                                                 HQQWeightOnlyQuantConfig,
-                                                                 MatMulNBitsQuantizer)
     model = onnx.load(str(source))
     weights = _constant_weights(model.graph)
     with_weights = [n for n in model.graph.node
@@ -75,26 +72,7 @@ def quantize_int4(source: Path, target: Path, config, exclude: tuple = ()) -> di
                          "`scheme: int8-static`")
     rewritten = gemm_to_matmul(model)
     op_types = ("MatMul", "Gather") if config.embeddings_quantized else ("MatMul",)
-    if config.algorithm == "hqq":
-        algo = HQQWeightOnlyQuantConfig(block_size=config.block_size, bits=4,
-                                        op_types_to_quantize=op_types)
-    else:
-        algo = DefaultWeightOnlyQuantConfig(
-            block_size=config.block_size, is_symmetric=config.symmetric,
-            accuracy_level=config.accuracy_level, op_types_to_quantize=op_types,
-            quant_axes=(("MatMul", 0), ("Gather", 1)))
-    quantizer = MatMulNBitsQuantizer(
-        model, block_size=config.block_size, is_symmetric=config.symmetric,
-        accuracy_level=config.accuracy_level,
-        nodes_to_exclude=list(config.exclude_nodes) + list(exclude), algo_config=algo)
-    with warnings.catch_warnings():  # HQQ hands read-only arrays to torch; harmless here
-        warnings.simplefilter("ignore", UserWarning)
-        try:
-            quantizer.process()
-        except (NotImplementedError, ValueError, AssertionError) as exc:
-            raise ModelError(f"onnxruntime's MatMulNBits quantizer ({config.algorithm}) failed: "
-                             f"{type(exc).__name__}: {exc}") from None
-    quantizer.model.save_model_to_file(str(target), use_external_data_format=False)
+    _nbits(model, target, config, op_types, config.algorithm, exclude)
     return {"algorithm": config.algorithm, "block_size": config.block_size,
             "embeddings_quantized": config.embeddings_quantized,
             "symmetric": config.symmetric, "accuracy_level": config.accuracy_level,
@@ -146,14 +124,36 @@ def quantize_embeddings(path: Path, config) -> int:
     """Quantize the Gather embedding tables of `path` in place (4-bit blocks, as
     GatherBlockQuantized); the MatMuls are left as they are. Returns how many."""
     import onnx
-    from onnxruntime.quantization.matmul_nbits_quantizer import (DefaultWeightOnlyQuantConfig,
-                                                                 MatMulNBitsQuantizer)
     model = onnx.load(str(path))
     before = sum(n.op_type == "Gather" for n in model.graph.node)
-    algo = DefaultWeightOnlyQuantConfig(block_size=config.block_size, is_symmetric=config.symmetric,
-                                        op_types_to_quantize=("Gather",), quant_axes=(("Gather", 1),))
-    quantizer = MatMulNBitsQuantizer(model, block_size=config.block_size,
-                                     is_symmetric=config.symmetric, algo_config=algo)
-    quantizer.process()
-    quantizer.model.save_model_to_file(str(path), use_external_data_format=False)
-    return before - sum(n.op_type == "Gather" for n in quantizer.model.model.graph.node)
+    after = _nbits(model, path, config, ("Gather",), "rtn")
+    return before - sum(n.op_type == "Gather" for n in after.graph.node)
+
+
+def _nbits(model, target: Path, config, op_types: tuple, algorithm: str, exclude: tuple = ()):
+    """onnxruntime's MatMulNBits quantizer on `op_types` of `model`, saved to `target`;
+    returns the quantized ModelProto."""
+    from onnxruntime.quantization.matmul_nbits_quantizer import (DefaultWeightOnlyQuantConfig,
+                                                                 HQQWeightOnlyQuantConfig,
+                                                                 MatMulNBitsQuantizer)
+    if algorithm == "hqq":
+        algo = HQQWeightOnlyQuantConfig(block_size=config.block_size, bits=4,
+                                        op_types_to_quantize=op_types)
+    else:
+        algo = DefaultWeightOnlyQuantConfig(
+            block_size=config.block_size, is_symmetric=config.symmetric,
+            accuracy_level=config.accuracy_level, op_types_to_quantize=op_types,
+            quant_axes=(("MatMul", 0), ("Gather", 1)))
+    quantizer = MatMulNBitsQuantizer(
+        model, block_size=config.block_size, is_symmetric=config.symmetric,
+        accuracy_level=config.accuracy_level,
+        nodes_to_exclude=list(config.exclude_nodes) + list(exclude), algo_config=algo)
+    with warnings.catch_warnings():  # HQQ hands read-only arrays to torch; harmless here
+        warnings.simplefilter("ignore", UserWarning)
+        try:
+            quantizer.process()
+        except (NotImplementedError, ValueError, AssertionError) as exc:
+            raise ModelError(f"onnxruntime's MatMulNBits quantizer ({algorithm}) failed: "
+                             f"{type(exc).__name__}: {exc}") from None
+    quantizer.model.save_model_to_file(str(target), use_external_data_format=False)
+    return quantizer.model.model

@@ -1,6 +1,7 @@
 """onnxruntime INT8: static (QDQ, calibrated, bias-corrected) and dynamic quantization."""
 from __future__ import annotations
 
+import contextlib
 import os
 from collections import Counter
 from pathlib import Path
@@ -65,11 +66,12 @@ class _Reader:
         self._advance(self._batch)
         return feed
 
-    def rewind(self):
-        self._start = 0
 
-
-def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple = ()) -> dict:
+def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple = (),
+                        ranges: Path | None = None) -> dict:
+    """QDQ int8 with calibrated activation ranges. `ranges`: a calibration cache file
+    shared by several calls on the same model (the accuracy-aware search quantizes it
+    once per attempt): the first call calibrates and writes it, later ones read it."""
     from onnxruntime.quantization import (CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
     data = ctx.require_dataset("calibration", "int8-static quantization")
@@ -83,19 +85,25 @@ def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple 
               "percentile": CalibrationMethod.Percentile}[config.calibration]
     extra = {"CalibPercentile": config.percentile} if config.calibration == "percentile" else {}
     act = QuantType.QUInt8 if config.activations == "uint8" else QuantType.QInt8
-    with ctx.progress.task(f"calibrating ({config.calibration}, {usable} samples)", usable) as advance:
-        reader = _Reader(inputs, batch, advance)
-        cache = None
-        if config.calibration == "entropy":
-            cache = _entropy_ranges(source, reader, config, target.parent)
+    shared = ranges is not None
+    ranges = ranges or target.parent / "calibration_ranges.json"
+    calibrated = ranges.is_file()
+    task = (contextlib.nullcontext(lambda *a, **k: None) if calibrated else
+            ctx.progress.task(f"calibrating ({config.calibration}, {usable} samples)", usable))
+    with task as advance:
+        # with a cache file that exists, quantize_static reads the ranges and ignores the
+        # reader; otherwise it calibrates with the reader and writes the file
+        reader = None if calibrated else _Reader(inputs, batch, advance)
+        if reader is not None and config.calibration == "entropy":
+            _entropy_ranges(source, reader, config, ranges)
         quantize_static(str(source), str(target), reader, quant_format=QuantFormat.QDQ,
                         per_channel=config.per_channel, reduce_range=config.reduce_range,
                         activation_type=act, weight_type=QuantType.QInt8,
                         nodes_to_exclude=list(config.exclude_nodes) + list(exclude) or None,
                         calibrate_method=method, extra_options=extra,
-                        calibration_cache_path=cache)
-    if cache is not None:
-        cache.unlink(missing_ok=True)
+                        calibration_cache_path=ranges)
+    if not shared:
+        ranges.unlink(missing_ok=True)
     meta = {"calibration": config.calibration, "calibration_samples": usable}
     if config.bias_correction:
         meta["bias_correction"] = _bias_correction(source, target, inputs, batch, config, ctx)
@@ -114,10 +122,11 @@ def _bias_correction(float_model: Path, target: Path, inputs: dict, batch: int,
                               advance=advance)
 
 
-def _entropy_ranges(source: Path, reader: _Reader, config, out_dir: Path) -> Path:
+def _entropy_ranges(source: Path, reader: _Reader, config, cache: Path) -> None:
     """quantize_static does not pass `num_bins` on to the entropy calibrator (it silently
     uses 128 bins, which makes entropy equal MinMax); run the calibrator ourselves and hand
     the ranges over through the calibration cache file."""
+    out_dir = cache.parent
     from onnxruntime.quantization.calibrate import (CalibrationMethod, create_calibrator,
                                                     save_tensors_data)
     calibrator = create_calibrator(
@@ -127,10 +136,7 @@ def _entropy_ranges(source: Path, reader: _Reader, config, out_dir: Path) -> Pat
     calibrator.collect_data(reader)
     ranges = calibrator.compute_data()
     (out_dir / "augmented.onnx").unlink(missing_ok=True)
-    cache = out_dir / "entropy_ranges.json"
     save_tensors_data(ranges, cache)
-    reader.rewind()
-    return cache
 
 
 def quantize_dynamic_int8(source: Path, target: Path, config, ops: Counter,

@@ -10,12 +10,12 @@ from pathlib import Path
 
 from compress.errors import DataError
 from compress.lazy import require
-from compress.quant.torch_to_onnx import export_quantized, fold_weight_quantization
+from compress.quant.torch_to_onnx import (dynamic_batch_example, export_quantized,
+                                          fold_weight_quantization)
 
 
 def int8_qat(ctx, artifact, config, target: Path) -> dict:
-    torch = require("torch", "quantize int8-qat")
-    require("torchao.quantization.pt2e", "quantize int8-qat")
+    torch = require("torch", "quantize int8-qat")  # torchao: imported quietly by the stage
     from torchao.quantization.pt2e import allow_exported_model_train_eval
     from torchao.quantization.pt2e.quantize_pt2e import convert_pt2e, prepare_qat_pt2e
     from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
@@ -29,10 +29,8 @@ def int8_qat(ctx, artifact, config, target: Path) -> dict:
                         "with the training inputs")
     names = [d.name for d in ctx.pipeline.model.inputs]
     model = copy.deepcopy(ctx.torch_model(artifact)).eval()
-    # batch 2 in the example so the batch dimension stays dynamic (1 gets specialised)
-    example = tuple(torch.from_numpy(data.inputs[n][:2]) for n in names)
-    batch = torch.export.Dim("batch", min=1, max=1 << 16)
-    graph = torch.export.export(model, example, dynamic_shapes=[{0: batch} for _ in names]).module()
+    example, dynamic = dynamic_batch_example(data.inputs, names)  # training batches vary
+    graph = torch.export.export(model, example, dynamic_shapes=dynamic).module()
     quantizer = X86InductorQuantizer().set_global(
         get_default_x86_inductor_quantization_config(is_qat=True))
     prepared = prepare_qat_pt2e(graph, quantizer)

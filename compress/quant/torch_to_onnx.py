@@ -7,6 +7,17 @@ from pathlib import Path
 from compress.errors import ModelError
 
 
+def dynamic_batch_example(inputs: dict, names: list[str]) -> tuple[tuple, list | None]:
+    """An example of two samples and a dynamic batch dimension for torch.export (an
+    example of one sample specialises the batch to 1); static with a single sample."""
+    import torch
+    example = tuple(torch.from_numpy(inputs[n][:2]) for n in names)
+    if len(example[0]) < 2:
+        return example, None
+    batch = torch.export.Dim("batch", min=1, max=1 << 16)
+    return example, [{0: batch} for _ in names]
+
+
 def export_quantized(model, example: tuple, path: Path, ctx) -> None:
     from export.onnx import ExportFailed, export_onnx
     try:

@@ -1,4 +1,4 @@
-"""`benchmark`: every final artifact and the FP32 baseline, on every target.
+"""`benchmark`: every final artifact and the FP32 baselines, on each target that runs them.
 
 Each measurement is `python -m runtimes bench` in a fresh subprocess: it imports only
 numpy and the runtime, so torch in this process never pollutes memory or timing, and
@@ -182,14 +182,13 @@ def _record(result: dict, artifact, target: str, metric_info, is_baseline: bool)
 
 
 @register(Benchmark, produces_artifacts=False)
-def run(candidates, config: Benchmark, ctx) -> list[dict]:
-    """`candidates`: [(artifact, is_baseline)], measured on every target of the pipeline."""
+def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
+    """`jobs`: what plan_jobs made of the candidates and the pipeline's targets."""
     inputs, evaluation, metric_info = write_inputs(ctx, ctx.out_dir)
     if metric_info is not None:
         fidelity = metric_info["name"] == "fidelity"
         metric_info["primary"] = ctx.metric().primary if fidelity else None
         metric_info["pairs"] = fidelity and ctx.metric().pairs
-    jobs, _ = plan_jobs(candidates, ctx.targets, os.cpu_count() or 1)
     rounds = {index: [] for index in range(len(jobs))}
     for round_index in range(config.rounds):
         for index, job in enumerate(jobs):

@@ -146,9 +146,12 @@ class Quantize(StageConfig):
 
 
 def _quantizer(config: Quantize, source: Path, ops, ctx):
-    """One function for every scheme: (nodes kept in float, target path) -> meta."""
+    """One function for every scheme: (nodes kept in float, target path) -> meta. Calls
+    for int8-static share one calibration (the file is removed by the caller)."""
     if config.scheme == "int8-static":
-        return lambda exclude, target: quantize_static_qdq(source, target, config, ctx, exclude)
+        ranges = ctx.out_dir / "calibration_ranges.json"
+        return lambda exclude, target: quantize_static_qdq(source, target, config, ctx, exclude,
+                                                           ranges)
     if config.scheme == "int8-dynamic":
         return lambda exclude, target: quantize_dynamic_int8(source, target, config, ops, exclude)
     if config.scheme == "int4-weight-only":
@@ -205,7 +208,7 @@ def _accuracy_aware(quantize_one, source: Path, target: Path, config: Quantize, 
 
 
 @contextlib.contextmanager
-def _quiet_root_logger():
+def _quiet_quantizer_logs():
     """onnxruntime's quantizers log advice through the root logger (e.g. 'consider
     pre-processing' when `preprocess: false` was chosen on purpose) and a line per node
     through their own; keep the output clean."""
@@ -221,53 +224,36 @@ def _quiet_root_logger():
             logger.setLevel(level)
 
 
-def _with_neural_compressor(artifact, config: Quantize, ctx) -> list[Output]:
-    from compress.quant import inc
+def _from_torch(artifact, config: Quantize, ctx, what: str, module: str, quantize) -> list[Output]:
+    """The schemes that start from a torch model and hand on an ONNX one: check the
+    input, import the library (first: neural-compressor sets its logger's level on
+    import, which the quieting undoes; both print CUDA kernel load failures to the
+    terminal), then `quantize(ctx, artifact, config, target) -> meta`."""
+    if artifact.format != "torch":
+        raise ModelError(f"{what} takes a torch model but got {artifact.format} artifact "
+                         f"{artifact.id}; give it `input: source` (or a prune/distill stage)"
+                         + (", or use backend onnxruntime" if module.startswith("neural") else ""))
+    from export.quiet import native_output_hidden
+    with native_output_hidden():
+        require(module, what)
     target = ctx.out_dir / "model.onnx"
-    if config.scheme == "int8-static":
-        meta = inc.int8_static(ctx, artifact, config, target)
-    else:
-        meta = inc.int4_weight_only(ctx, artifact, config, target)
-        from compress.quant.int4 import quantize_embeddings, weight_precision
-        if config.embeddings_quantized:
-            meta["embeddings_quantized"] = quantize_embeddings(target, config)
-        parameters = sum(p.numel() for p in ctx.torch_model(artifact).parameters())
-        meta["weights"] = weight_precision(None, target, parameters=parameters)
+    with _quiet_quantizer_logs():
+        meta = quantize(ctx, artifact, config, target)
     meta.update(scheme=config.scheme, ops=dict(op_histogram(target)))
     return [Output(target, "onnx", PRECISION[config.scheme], meta)]
-
-
-def _quantization_aware_training(artifact, config: Quantize, ctx) -> list[Output]:
-    from compress.quant.qat import int8_qat
-    if artifact.format != "torch":
-        raise ModelError(f"int8-qat trains a torch model but got {artifact.format} artifact "
-                         f"{artifact.id}; give it `input: source` (or a prune/distill stage)")
-    from export.quiet import native_output_hidden
-    with native_output_hidden():  # torchao's import prints load failures of CUDA kernels
-        require("torchao.quantization.pt2e", "quantize int8-qat")
-    target = ctx.out_dir / "model.onnx"
-    with _quiet_root_logger():
-        meta = int8_qat(ctx, artifact, config, target)
-    meta.update(scheme=config.scheme, ops=dict(op_histogram(target)))
-    return [Output(target, "onnx", "int8", meta)]
 
 
 @register(Quantize)
 def run(artifact, config: Quantize, ctx) -> list[Output]:
     if config.scheme == "int8-qat":
-        return _quantization_aware_training(artifact, config, ctx)
+        from compress.quant.qat import int8_qat
+        return _from_torch(artifact, config, ctx, "int8-qat", "torchao.quantization.pt2e",
+                           int8_qat)
     if config.backend == "neural-compressor":
-        if artifact.format != "torch":
-            raise ModelError(f"backend neural-compressor quantizes a torch model but got "
-                             f"{artifact.format} artifact {artifact.id}; give it `input: source` "
-                             "(or a prune/distill stage), or use backend onnxruntime")
-        # imported first (its import sets its logger's level, which the quieting undoes),
-        # with the torchao load messages it prints kept off the screen
-        from export.quiet import native_output_hidden
-        with native_output_hidden():
-            require("neural_compressor.torch.quantization", "quantize with backend neural-compressor")
-        with _quiet_root_logger():
-            return _with_neural_compressor(artifact, config, ctx)
+        from compress.quant import inc
+        quantize = inc.int8_static if config.scheme == "int8-static" else inc.int4_weight_only
+        return _from_torch(artifact, config, ctx, "backend neural-compressor",
+                           "neural_compressor.torch.quantization", quantize)
     if artifact.format != "onnx":
         raise ModelError(f"quantize (backend onnxruntime) takes an ONNX model but got "
                          f"{artifact.format} artifact {artifact.id}; put an `export.onnx` "
@@ -279,11 +265,14 @@ def run(artifact, config: Quantize, ctx) -> list[Output]:
     prepared = preprocess(source, ctx.out_dir, ctx) if config.preprocess and int8 else source
     target = ctx.out_dir / "model.onnx"
     quantize_one = _quantizer(config, prepared, ops_before, ctx)
-    with _quiet_root_logger():
-        if config.max_drop is None:
-            meta = quantize_one((), target)
-        else:
-            meta = _accuracy_aware(quantize_one, prepared, target, config, ctx)
+    try:
+        with _quiet_quantizer_logs():
+            if config.max_drop is None:
+                meta = quantize_one((), target)
+            else:
+                meta = _accuracy_aware(quantize_one, prepared, target, config, ctx)
+    finally:
+        (ctx.out_dir / "calibration_ranges.json").unlink(missing_ok=True)
     if prepared != source:
         prepared.unlink()
     meta.update(scheme=config.scheme, ops=dict(op_histogram(target)),

@@ -9,8 +9,9 @@ int8 .tflite files this compares with), then:
 
 It builds two PT2E models (torch.export with strict=False, torch 2.13's default, and with
 strict=True, which lets the quantizer find the residual additions), then prints float32
-tensor counts, top-1 agreement and cosine with the torch model on the 105 evaluation
-crops, file sizes, and LiteRT latency measured interleaved (200 rounds, 2 threads).
+tensor counts, PAD and TRANSPOSE operator counts, top-1 agreement and cosine with the
+torch model on the 105 evaluation crops, file sizes, and LiteRT latency measured
+interleaved (200 rounds, 2 threads).
 Each PT2E build calibrates on 280 crops and takes a few minutes on 2 cores.
 """
 import os
@@ -34,6 +35,16 @@ from runtimes.metrics import fidelity  # noqa: E402
 
 RUN = REPO / "runs" / "efficientnet_lite0_tflite"
 OUT = REPO / "runs" / "pt2e_route"
+
+
+def pad_and_transpose_ops(path: Path) -> tuple[int, int]:
+    """How many PAD and TRANSPOSE operators the .tflite file runs."""
+    from ai_edge_litert import schema_py_generated as schema
+    model = schema.ModelT.InitFromObj(schema.Model.GetRootAs(path.read_bytes(), 0))
+    codes = [max(model.operatorCodes[op.opcodeIndex].builtinCode,
+                 model.operatorCodes[op.opcodeIndex].deprecatedBuiltinCode)
+             for op in model.subgraphs[0].operators]
+    return codes.count(schema.BuiltinOperator.PAD), codes.count(schema.BuiltinOperator.TRANSPOSE)
 
 
 def build_pt2e(model, calib: np.ndarray, strict: bool, path: Path) -> None:
@@ -85,7 +96,8 @@ def main() -> None:
                                   for i in range(len(images))])
         rows[name] = {"fidelity": fidelity(outputs, reference),
                       "float32": len(tensor_report(models[name])["float32_tensors"]),
-                      "size": models[name].stat().st_size, "times": []}
+                      "size": models[name].stat().st_size, "times": [],
+                      "pad_transpose": pad_and_transpose_ops(models[name])}
         for _ in range(30):  # warm-up
             session.run({feed_name: images[:1]})
     names = list(sessions)
@@ -95,11 +107,14 @@ def main() -> None:
             started = time.perf_counter()
             session.run({session.inputs[0].name: images[:1]})
             rows[name]["times"].append((time.perf_counter() - started) * 1e3)
-    print(f"\n| route | float32 tensors | top-1 agreement | cosine | size MB | p50 ms |")
-    print("|---|---:|---:|---:|---:|---:|")
+    print("\n| route | float32 tensors | PAD / TRANSPOSE ops | top-1 agreement | cosine | "
+          "size MB | p50 ms |")
+    print("|---|---:|---:|---:|---:|---:|---:|")
     for name, row in rows.items():
         f = row["fidelity"]
-        print(f"| {name} | {row['float32']} | {f['top1_agreement']:.3f} | {f['cosine']:.4f} | "
+        pads, transposes = row["pad_transpose"]
+        print(f"| {name} | {row['float32']} | {pads} / {transposes} | "
+              f"{f['top1_agreement']:.3f} | {f['cosine']:.4f} | "
               f"{row['size'] / 1e6:.2f} | {np.median(row['times']):.2f} |")
 
 

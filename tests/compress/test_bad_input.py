@@ -400,7 +400,7 @@ CASES = [
          ("algorithm gptq is not offered by backend onnxruntime",), validate=True),
     Case("neural-compressor-on-an-onnx-artifact",
          _quantize_with(backend="neural-compressor", scheme="int8-static"),
-         ("stage 2 (quantize)", "backend neural-compressor quantizes a torch model",
+         ("stage 2 (quantize)", "backend neural-compressor takes a torch model",
           "input: source")),
     Case("gptq-on-a-cnn", _quantize_with(backend="neural-compressor", input="source",
                                          scheme="int4-weight-only", algorithm="gptq"),
