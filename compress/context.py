@@ -23,6 +23,8 @@ class RunContext:
     source_artifact: Optional[Artifact] = None
     targets: list = field(default_factory=list)  # [(target name, Profile)]
     committed: list = field(default_factory=list)  # stage folders this run wrote
+    hosts: dict = field(default_factory=dict)  # {target name: RemoteHost} for ssh targets
+    cleanup_warnings: list = field(default_factory=list)  # what a device kept after a run
     _datasets: dict = field(default_factory=dict)
     _reference: object = None
 

@@ -52,7 +52,8 @@ def _fits(verdicts, benchmarks: list[dict]) -> list[dict]:
 
 
 def build_report(pipeline, manifest: dict, artifacts, benchmarks, verdicts, models, *,
-                 gated: set, passed: bool, strict: bool, skipped: list[dict] = ()) -> dict:
+                 gated: set, passed: bool, strict: bool, skipped: list[dict] = (),
+                 cleanup_warnings: list[str] = ()) -> dict:
     """`skipped`: artifact x target pairs not measured, with the reason."""
     fits = _fits(verdicts, benchmarks) + [
         {"artifact": s["artifact"], "target": s["target"], "baseline": False,
@@ -69,6 +70,7 @@ def build_report(pipeline, manifest: dict, artifacts, benchmarks, verdicts, mode
         "gated_targets": sorted(gated),
         "strict": strict,
         "passed": passed,
+        "cleanup_warnings": list(cleanup_warnings),
     }
 
 
@@ -122,6 +124,35 @@ def _benchmark_table(report: dict) -> list[str]:
             f"{b['peak_memory_mb']:.1f} ({b['model_memory_mb']:.1f}) | {metric} | "
             f"{_fmt(m['drop'], 4) if m else '—'} | {energy} | "
             f"{(_fmt(g['speedup_p50']) + 'x') if g else '—'} | {_fmt(g['size_ratio'], 3) if g else '—'} |")
+    return lines
+
+
+def _where_measured(report: dict) -> list[str]:
+    """One line per target: which machine measured it, how (SSH costs), power meter and
+    conditions worth a warning."""
+    lines, seen = [], set()
+    for b in report["benchmarks"]:
+        if b["target"] in seen:
+            continue
+        seen.add(b["target"])
+        on = b["measured_on"]
+        machine = (f"{on.get('device_model') or on['cpu']} ({on['arch']}, {on['cores']} cores, "
+                   f"host {on['hostname']})")
+        remote = b.get("remote")
+        how = (f"over SSH ({remote['host']}): connect {remote['connect_s']:.2f} s, copy "
+               f"{remote['copied_bytes'] / 2**20:.2f} MiB in {remote['copy_s']:.2f} s, runner "
+               f"round trip {remote['run_s_median']:.2f} s median over {remote['runs']} runs, "
+               f"clean-up {remote['cleanup_s']:.2f} s" if remote else "on this machine")
+        power = b.get("power")
+        meter = (f"power meter {power['meter']} ({power['detail']}, "
+                 f"{power['sample_rate_hz']:.1f} Hz)" if power else
+                 f"energy unmeasured: {b.get('energy_note') or 'no power meter'}")
+        emulated = " **Emulated: timings are not the device's.**" if b.get("emulated") else ""
+        lines.append(f"- **{b['target']}**: {machine}, {how}; {meter}.{emulated}")
+        warnings = sorted({w for x in report["benchmarks"] if x["target"] == b["target"]
+                           for w in ((x.get("conditions") or {}).get("warnings") or [])})
+        lines += [f"  - warning: {w}" for w in warnings]
+    lines += [f"- warning: {w}" for w in report.get("cleanup_warnings", [])]
     return lines
 
 
@@ -192,7 +223,8 @@ def render_markdown(report: dict) -> str:
     lines += ["", "## What each stage did to the model", "", *_model_table(report), "",
               "## Artifacts", "", *_artifact_table(report), "",
               *details,
-              f"## Benchmarks (measured on {host['arch']} {host['cpu']}, batch as declared)", "",
+              "## Where each target was measured", "", *_where_measured(report), "",
+              "## Benchmarks (batch as declared)", "",
               *_benchmark_table(report), "",
               "peak MB is the benchmark process's peak resident memory; (model) is that minus "
               "the interpreter and runtime library before the model was loaded.", "",

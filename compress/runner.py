@@ -22,6 +22,7 @@ from compress.model_source import (build_torch_model, check_onnx_file, check_tfl
                                    check_torch_inputs, external_digest, source_digest,
                                    write_source)
 from compress.progress import Progress
+from compress.remote.targets import close_hosts, open_hosts
 from compress.report import build_report, write_reports
 from compress.stagebase import STAGES
 from compress.stages.benchmark import plan_jobs
@@ -50,11 +51,13 @@ def resolve_targets(pipeline: Pipeline) -> tuple[list, set]:
             profile = load_profile(target.profile, base_dir=str(pipeline.base_dir))
         except ProfileError as exc:
             raise ConfigError(str(exc), field=f"targets.{index}") from None
-        if profile.name in dict(targets):
-            raise ConfigError(f"profile '{profile.name}' is listed twice", field=f"targets.{index}")
-        targets.append((profile.name, profile))
+        name = target.name or profile.name
+        if name in dict(targets):
+            raise ConfigError(f"target '{name}' is listed twice; give one of them its own "
+                              "`name:`", field=f"targets.{index}")
+        targets.append((name, profile))
         if target.gate:
-            gated.add(profile.name)
+            gated.add(name)
     return targets, gated
 
 
@@ -102,13 +105,14 @@ def _preflight(ctx: RunContext) -> None:
     _check_delegates(ctx)
     if pipeline.model.onnx:
         check_onnx_file(pipeline.resolve(pipeline.model.onnx), pipeline)
-        return
-    if pipeline.model.tflite:
+    elif pipeline.model.tflite:
         check_tflite_file(pipeline.resolve(pipeline.model.tflite), pipeline)
-        return
-    ctx.source_model = build_torch_model(pipeline)
-    sample = ctx.dataset("calibration") or evaluation
-    check_torch_inputs(ctx.source_model, pipeline, sample.inputs if sample else None)
+    else:
+        ctx.source_model = build_torch_model(pipeline)
+        sample = ctx.dataset("calibration") or evaluation
+        check_torch_inputs(ctx.source_model, pipeline, sample.inputs if sample else None)
+    # Devices last: local mistakes are reported without touching the network.
+    ctx.hosts = open_hosts(ctx)
 
 
 def _versions_key() -> dict:
@@ -210,7 +214,10 @@ def _benchmark(ctx: RunContext, bench_stage, candidates) -> tuple[list[dict], li
     """The measurements, and the artifact x target pairs a profile's engines leave out."""
     if bench_stage is None or not ctx.targets:
         return [], []
-    jobs, skipped = plan_jobs(candidates, ctx.targets, os.cpu_count() or 1)
+    local_cores = os.cpu_count() or 1
+    cores = {name: ctx.hosts[name].facts["cores"] if name in ctx.hosts else local_cores
+             for name, _ in ctx.targets}
+    jobs, skipped = plan_jobs(candidates, ctx.targets, cores)
     index, stage = bench_stage
     bench_dir = StageDir(ctx.run_dir, f"{index:02d}-benchmark")
     ctx.out_dir = bench_dir.begin()
@@ -221,6 +228,7 @@ def _benchmark(ctx: RunContext, bench_stage, candidates) -> tuple[list[dict], li
     finally:
         bench_dir.abort()
         ctx.out_dir = None
+        ctx.cleanup_warnings += close_hosts(ctx.hosts)
 
 
 def _verdicts(benchmarks: list[dict], ctx: RunContext) -> list:
@@ -263,6 +271,8 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
         except BaseException:  # an error, a bug or Ctrl-C: keep nothing from this run
             _roll_back(ctx, created_run_dir)
             raise
+        finally:
+            close_hosts(ctx.hosts)  # no-op when the benchmark closed them
         models = model_rows(ctx, artifacts, benchmarks)
         verdicts = _verdicts(benchmarks, ctx)
         passed = _passed(gated_verdicts(verdicts, benchmarks, gated), strict)
@@ -270,6 +280,7 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
         manifest = build_manifest(pipeline, hashlib.sha256(config_text.encode()).hexdigest(),
                                   artifacts[0].sha256, targets)
         report = build_report(pipeline, manifest, artifacts, benchmarks, verdicts, models,
-                              gated=gated, passed=passed, strict=strict, skipped=skipped)
+                              gated=gated, passed=passed, strict=strict, skipped=skipped,
+                              cleanup_warnings=ctx.cleanup_warnings)
         write_reports(run_dir, report)
     return Result(run_dir, artifacts, benchmarks, verdicts, passed, report)

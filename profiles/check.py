@@ -35,12 +35,13 @@ _READERS: dict[str, tuple[Callable[[dict], Optional[float]], bool]] = {
     "peak_memory_mb": (lambda m: m.get("peak_memory_mb"), True),
     "model_size_mb": (lambda m: m["size_bytes"] / 2**20, False),
     "energy_mj": (lambda m: m.get("energy_mj"), True),
+    "power_w": (lambda m: (m.get("power") or {}).get("mean_w"), True),
     "accuracy_drop": (_metric_drop, True),
 }
 
 
 def _unmeasured_reason(key: str, m: dict) -> str:
-    if key == "energy_mj":
+    if key in ("energy_mj", "power_w"):
         return m.get("energy_note") or "no power meter"
     if key == "accuracy_drop":
         return "no evaluation data in the pipeline (data.evaluation)"

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import (BaseModel, ConfigDict, Field, PositiveFloat, PositiveInt,
-                      field_validator)
+from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt,
+                      PositiveFloat, PositiveInt, field_validator, model_validator)
 
 
 class _Strict(BaseModel):
@@ -41,12 +41,44 @@ class Runtime(_Strict):
         "libedgetpu.so.1 (Coral Edge TPU) or libvx_delegate.so (NPU); the run stops before "
         "any work if it cannot be loaded")
 
+    cpu_affinity: Optional[tuple[NonNegativeInt, ...]] = Field(
+        None, min_length=1, description="pin the benchmark to these CPU numbers "
+        "(taskset-style), e.g. [2, 3] to keep it off the cores that serve interrupts")
+
     @field_validator("engines")
     @classmethod
     def _no_repeats(cls, engines: tuple) -> tuple:
         if len(set(engines)) != len(engines):
             raise ValueError("list each engine once")
         return engines
+
+
+METERS = ("auto", "none", "ina3221", "tegrastats", "pi5-pmic", "rapl", "nvml", "command")
+
+
+class Power(_Strict):
+    meter: Literal[METERS] = Field(
+        "auto", description="power meter: auto (the first one found on the measuring "
+        "machine), none, ina3221 (Jetson rails, sysfs), tegrastats, pi5-pmic (Raspberry Pi 5 "
+        "vcgencmd pmic_read_adc), rapl (Intel powercap), nvml (NVIDIA GPU), command "
+        "(an external meter: a command printing watts)")
+    command: Optional[str] = Field(None, description="meter: command -- the command to run "
+                                   "for each sample; it prints the power in watts")
+    rail: Optional[str] = Field(None, description="ina3221/tegrastats: the rail label to "
+                                "read (default: the board's input rail, else all rails summed)")
+    interval_ms: Optional[PositiveInt] = Field(None, description="sampling interval "
+                                               "(default: the meter's own)")
+    idle_seconds: NonNegativeFloat = Field(
+        1.0, description="idle power is measured this long before the timed window and "
+        "subtracted from the energy per inference (0: not subtracted)")
+
+    @model_validator(mode="after")
+    def _command_needs_meter_command(self):
+        if self.meter == "command" and not self.command:
+            raise ValueError("meter: command needs `command:`, the command that prints watts")
+        if self.command and self.meter != "command":
+            raise ValueError("`command:` is only used with meter: command")
+        return self
 
 
 class Export(_Strict):
@@ -61,7 +93,10 @@ class Budget(_Strict):
     peak_memory_mb: Optional[PositiveFloat] = Field(
         None, description="peak resident memory of the whole benchmark process")
     model_size_mb: Optional[PositiveFloat] = None
-    energy_mj: Optional[PositiveFloat] = Field(None, description="energy per inference")
+    energy_mj: Optional[PositiveFloat] = Field(
+        None, description="energy per inference above idle, from the power meter")
+    power_w: Optional[PositiveFloat] = Field(
+        None, description="mean power the device draws while it runs the model")
     accuracy_drop: Optional[float] = Field(
         None, ge=0, description="largest allowed drop of the metric below the original model")
 
@@ -72,4 +107,5 @@ class Profile(_Strict):
     device: Device
     runtime: Runtime = Runtime()
     export: Export = Export()
+    power: Power = Power()
     budget: Budget = Budget()

@@ -9,9 +9,11 @@ from __future__ import annotations
 import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
@@ -19,7 +21,7 @@ from typing import Literal, Optional
 import numpy as np
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 
-from compress.errors import ModelError
+from compress.errors import ModelError, RemoteError
 from compress.stagebase import StageConfig, register
 from runtimes.measure import summarize_latencies
 
@@ -78,11 +80,28 @@ class Job:
     threads: int
     xnnpack: bool = True
     delegate: Optional[str] = None
+    device_flags: tuple[str, ...] = ()   # power meter and CPU pinning, from the profile
 
 
-def plan_jobs(candidates, targets, cores: int) -> tuple[list[Job], list[dict]]:
+def device_flags(profile) -> tuple[str, ...]:
+    """The runner's power-meter and pinning options for a profile."""
+    power, defaults = profile.power, type(profile.power)()
+    flags = []  # only what differs from the runner's own defaults (meter auto, idle 1 s)
+    for option, key in (("--meter", "meter"), ("--idle-seconds", "idle_seconds"),
+                        ("--meter-command", "command"), ("--meter-rail", "rail"),
+                        ("--meter-interval-ms", "interval_ms")):
+        value = getattr(power, key)
+        flags += [option, f"{value:g}" if isinstance(value, float) else str(value)] \
+            if value != getattr(defaults, key) else []
+    if profile.runtime.cpu_affinity:
+        flags += ["--cpus", ",".join(map(str, profile.runtime.cpu_affinity))]
+    return tuple(flags)
+
+
+def plan_jobs(candidates, targets, cores: dict[str, int]) -> tuple[list[Job], list[dict]]:
     """Which artifact runs for which target, and the pairs left out with the reason: a
-    profile measures only the formats its `runtime.engines` run (rpi4: TFLite only)."""
+    profile measures only the formats its `runtime.engines` run (rpi4: TFLite only).
+    `cores`: how many cores the machine measuring each target has."""
     jobs, skipped = [], []
     for artifact, is_baseline in candidates:
         engine = ENGINE_OF_FORMAT[artifact.format]
@@ -94,24 +113,26 @@ def plan_jobs(candidates, targets, cores: int) -> tuple[list[Job], list[dict]]:
                                 "(runtime.engines in its profile)"})
                 continue
             # More threads than the measuring machine has cores only measures contention.
-            threads = min(runtime.threads or cores, cores)
+            threads = min(runtime.threads or cores[target], cores[target])
             jobs.append(Job(artifact, is_baseline, target, threads, runtime.xnnpack,
-                            runtime.delegate if engine == "litert" else None))
+                            runtime.delegate if engine == "litert" else None,
+                            device_flags(profile)))
     return jobs, skipped
 
 
-def _command(path: Path, inputs, evaluation, job: Job, config: Benchmark, metric,
-             nhwc: bool = False) -> list:
-    cmd = [sys.executable, "-m", "runtimes", "bench", str(path), "--json", "--progress",
+def _runner_args(path, inputs, evaluation, job: Job, config: Benchmark, metric,
+                 nhwc: bool = False) -> list[str]:
+    """What follows `python -m runtimes bench` (paths as the measuring machine sees them)."""
+    cmd = [str(path), "--json", "--progress",
            "--samples", "--threads", str(job.threads), "--warmup", str(config.warmup),
            "--runs", str(math.ceil(config.runs / config.rounds)),
            "--seconds", str(config.min_seconds / config.rounds),
-           "--eval-batch", str(config.eval_batch)]
+           "--eval-batch", str(config.eval_batch), *job.device_flags]
     if inputs:
         cmd += ["--inputs", str(inputs)]
     if nhwc:
         cmd += ["--nhwc"]
-    if path.suffix == ".tflite":
+    if str(path).endswith(".tflite"):
         cmd += [] if job.xnnpack else ["--no-xnnpack"]
         cmd += ["--delegate", job.delegate] if job.delegate else []
     if evaluation:
@@ -123,7 +144,9 @@ def _command(path: Path, inputs, evaluation, job: Job, config: Benchmark, metric
     return cmd
 
 
-def measure_in_subprocess(cmd: list, timeout: float, advance) -> dict:
+def measure_in_subprocess(cmd: list, timeout: float, advance, host=None) -> dict:
+    """Run the runner (here, or on `host` when `cmd` is that host's ssh command) and
+    return its JSON; its '@progress' lines move the progress bar."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     with tempfile.TemporaryFile("w+") as out:
@@ -138,16 +161,32 @@ def measure_in_subprocess(cmd: list, timeout: float, advance) -> dict:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
+            proc.wait()
             raise ModelError(f"the benchmark did not finish within {timeout:.0f} s; raise "
                              "benchmark.timeout_s or lower runs/min_seconds") from None
         out.seek(0)
         stdout = out.read()
     stderr = "".join(stderr_lines).strip()
+    if host is not None:
+        _raise_for_remote_status(proc.returncode, stderr, host, timeout)
     if proc.returncode == 2:
         raise ModelError(stderr.removeprefix("error: "))
     if proc.returncode != 0:
         raise RuntimeError(f"benchmark subprocess failed ({proc.returncode}): {stderr[-3000:]}")
     return json.loads(stdout)
+
+
+def _raise_for_remote_status(returncode: int, stderr: str, host, timeout: float) -> None:
+    """ssh's own failures (255) and the device's `timeout` (124, 137) as clear errors."""
+    where = f"target {host.name} ({host.spec.ssh.address})"
+    if returncode == 255:
+        raise RemoteError(f"{where}: {host.connection.explain(stderr)}")
+    if returncode in (124, 137):
+        raise ModelError(f"{where}: the benchmark did not finish within {timeout:.0f} s on "
+                         "the device; raise benchmark.timeout_s or lower runs/min_seconds")
+    if returncode not in (0, 2):
+        raise ModelError(f"{where}: the runner failed there (exit {returncode}): "
+                         f"{stderr[-1500:]}")
 
 
 def pool_rounds(rounds: list[dict]) -> dict:
@@ -158,11 +197,13 @@ def pool_rounds(rounds: list[dict]) -> dict:
         latency_ms=summarize_latencies(samples), runs=len(samples),
         throughput_per_s=pooled["batch_size"] * len(samples) / sum(r["window_s"] for r in rounds),
         peak_rss_mb=max(r["peak_rss_mb"] for r in rounds),
-        model_rss_mb=max(r["model_rss_mb"] for r in rounds))
+        model_rss_mb=max(r["model_rss_mb"] for r in rounds),
+        wall_s=statistics.median(r["wall_s"] for r in rounds))
     return pooled
 
 
-def _record(result: dict, artifact, target: str, metric_info, is_baseline: bool) -> dict:
+def _record(result: dict, job: Job, metric_info, host=None) -> dict:
+    artifact, target, is_baseline = job.artifact, job.target, job.is_baseline
     metric = None
     if result.get("metric") and metric_info:
         value = result["metric"]["value"]
@@ -177,8 +218,37 @@ def _record(result: dict, artifact, target: str, metric_info, is_baseline: bool)
         "peak_memory_mb": result["peak_rss_mb"], "idle_memory_mb": result["idle_rss_mb"],
         "model_memory_mb": result["model_rss_mb"], "size_bytes": result["size_bytes"],
         "energy_mj": result["energy_mj"], "energy_note": result["energy_note"],
+        "runner_wall_s": result["wall_s"],
+        "power": result.get("power"), "conditions": result.get("conditions"),
         "metric": metric, "torch_loaded": result["torch_loaded"],
+        "remote": {"host": str(host.spec.ssh.address), **host.times.to_dict()} if host else None,
+        "emulated": bool(host and host.spec.emulated),
     }
+
+
+def _stage_on_hosts(jobs: list[Job], ctx, inputs, evaluation) -> dict:
+    """Copy each SSH target's artifacts and the inputs to its device.
+    {(job index): (host, model path there, inputs there, evaluation there)}."""
+    placed, by_host = {}, {}
+    for index, job in enumerate(jobs):
+        if job.target in ctx.hosts:
+            by_host.setdefault(job.target, []).append(index)
+    for name, indices in by_host.items():
+        host = ctx.hosts[name]
+        files = {ctx.path(jobs[i].artifact): f"models/{jobs[i].artifact.id}"
+                 f"{ctx.path(jobs[i].artifact).suffix}" for i in indices}
+        files.update({path: f"inputs/{path.name}" for path in (inputs, evaluation) if path})
+        engines = tuple(sorted({ENGINE_OF_FORMAT[jobs[i].artifact.format] for i in indices}))
+        with ctx.progress.task(f"copy {len(indices)} models to {name} "
+                               f"({host.spec.ssh.address})", None):
+            host.stage(list(files.items()), engines)
+        ctx.progress.note(f"target {name}: {host.times.copied_bytes / 2**20:.1f} MiB copied in "
+                          f"{host.times.copy_s:.2f} s")
+        there = {path: host.path(name) for path, name in files.items()}
+        for i in indices:
+            placed[i] = (host, there[ctx.path(jobs[i].artifact)], there.get(inputs),
+                         there.get(evaluation))
+    return placed
 
 
 @register(Benchmark, produces_artifacts=False)
@@ -189,16 +259,27 @@ def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
         fidelity = metric_info["name"] == "fidelity"
         metric_info["primary"] = ctx.metric().primary if fidelity else None
         metric_info["pairs"] = fidelity and ctx.metric().pairs
+    placed = _stage_on_hosts(jobs, ctx, inputs, evaluation)
     rounds = {index: [] for index in range(len(jobs))}
     for round_index in range(config.rounds):
         for index, job in enumerate(jobs):
             artifact = job.artifact
+            host, model, batch, evaluate = placed.get(
+                index, (None, ctx.path(artifact), inputs, evaluation))
             # The metric does not change between rounds: evaluate in the first one only.
-            cmd = _command(ctx.path(artifact), inputs, evaluation if round_index == 0 else None,
-                           job, config, metric_info, artifact.meta.get("channels_last", False))
+            args = _runner_args(model, batch, evaluate if round_index == 0 else None, job,
+                                config, metric_info, artifact.meta.get("channels_last", False))
+            cmd = (host.runner_command(args, config.timeout_s) if host else
+                   [sys.executable, "-m", "runtimes", "bench", *args])
             label = (f"benchmark {artifact.id} on {job.target} ({job.threads} threads, round "
                      f"{round_index + 1}/{config.rounds})")
+            started = time.perf_counter()
             with ctx.progress.task(label, math.ceil(config.runs / config.rounds)) as advance:
-                rounds[index].append(measure_in_subprocess(cmd, config.timeout_s, advance))
-    return [_record(pool_rounds(rounds[index]), job.artifact, job.target, metric_info,
-                    job.is_baseline) for index, job in enumerate(jobs)]
+                result = measure_in_subprocess(cmd, config.timeout_s, advance, host)
+            # The runner's whole wall time, start-up and (over SSH) the round trip included.
+            result["wall_s"] = time.perf_counter() - started
+            rounds[index].append(result)
+            if host:
+                host.times.run_s.append(result["wall_s"])
+    return [_record(pool_rounds(rounds[index]), job, metric_info, ctx.hosts.get(job.target))
+            for index, job in enumerate(jobs)]
