@@ -76,8 +76,8 @@ class RemoteTimes:
 
 
 def _runner_files() -> list[tuple[Path, str]]:
-    return [(path, f"runner/runtimes/{path.name}")
-            for path in sorted(RUNNER_PACKAGE.glob("*.py"))]
+    return [(path, f"runner/runtimes/{path.relative_to(RUNNER_PACKAGE).as_posix()}")
+            for path in sorted(RUNNER_PACKAGE.rglob("*.py"))]
 
 
 def _pack(files: list[tuple[Path, str]]) -> bytes:
