@@ -3,6 +3,13 @@
 The pipeline runs exactly this in a fresh subprocess for every artifact x target, so a
 number measured on the host and one measured on a Raspberry Pi come from the same code,
 and torch in the pipeline's own process never pollutes memory or timing.
+
+Energy comes from a power meter (runtimes.power: --meter auto picks the first one the
+host has) sampled over the timed window, net of the idle power measured before it. The
+run conditions (CPU governors and frequencies, temperatures, throttling) are recorded
+right before and right after the timed window, with warnings when they changed in a way
+that distorts the figures. The environment variable EDGE_COMPRESS_SYSFS_ROOT, for tests
+and emulators, makes the meters and the conditions read /sys below another folder.
 """
 from __future__ import annotations
 
@@ -14,13 +21,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from runtimes import conditions
 from runtimes import feeds as feeds_mod
+from runtimes import sysread
+from runtimes.cpus import available_cpus, parse_cpus, pin
 from runtimes.errors import RuntimeInputError
 from runtimes.hostinfo import describe_host
 from runtimes.loader import engine_for, load
 from runtimes.measure import measure
 from runtimes.memory import current_rss_mb
 from runtimes.metrics import evaluate
+from runtimes.power import AUTO_ORDER, METER_NAMES
 
 PROGRESS_PREFIX = "@progress"
 
@@ -40,6 +51,8 @@ class BenchOptions:
     xnnpack: bool = True               # LiteRT: XNNPACK delegate (off: built-in kernels)
     nhwc: bool = False                 # the file holds NCHW images, the model takes NHWC
     delegate: str | None = None        # LiteRT: external delegate library
+    cpus: tuple[int, ...] | None = None  # pin the process to these CPUs before loading
+    sysfs_root: str = "/"              # where /sys is read from (tests, emulators)
 
 
 def _import_engine(engine: str) -> None:
@@ -91,8 +104,22 @@ def _layout(data: dict, opts: BenchOptions) -> dict:
             for k, v in data.items()}
 
 
+def _energy_fields(energy: dict | None, meter_note: str | None) -> dict:
+    """"energy_mj" (per inference, net of idle, or None), "energy_note" (why None) and
+    "power" (the meter's figures for the window, or None without a meter)."""
+    if energy is None:
+        return {"energy_mj": None, "energy_note": meter_note or "no power meter was used",
+                "power": None}
+    power = {k: v for k, v in energy.items() if k != "mj_per_inference"}
+    mj = energy["mj_per_inference"]
+    note = None if mj is not None else (power.get("note") or "the meter gave no energy")
+    return {"energy_mj": mj, "energy_note": note, "power": power}
+
+
 def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str | None = None,
           meter=None, meter_note: str | None = None) -> dict:
+    if opts.cpus:
+        pin(list(opts.cpus))
     engine = engine_for(model)
     _import_engine(engine)
     data = _layout(feeds_mod.read_npz(inputs), opts) if inputs else None
@@ -109,28 +136,36 @@ def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str |
             feeds = feeds_mod.synthetic_feeds(session.inputs)
         timing = measure(session, feeds, warmup=opts.warmup, runs=opts.runs,
                          min_seconds=opts.seconds, meter=meter,
-                         on_progress=_progress_printer(opts.progress))
+                         on_progress=_progress_printer(opts.progress),
+                         snapshot=lambda: conditions.snapshot(opts.sysfs_root))
         eval_data = _layout(feeds_mod.read_npz(eval_inputs), opts) if eval_inputs else data
         metric = _evaluate(session, eval_data, opts) if eval_data is not None else None
         engine_info = session.describe()
     finally:
         session.close()
     energy = timing.pop("energy")
+    window = timing.pop("conditions")
+    affinity = available_cpus()
     if not opts.samples:
         timing.pop("latency_samples_ms")
     return {
         "model": model, "size_bytes": os.path.getsize(model), "runtime": engine_info,
         "measured_on": describe_host(), **timing,
         "idle_rss_mb": idle_rss, "model_rss_mb": timing["peak_rss_mb"] - idle_rss,
-        "energy_mj": energy["mj_per_inference"] if energy else None,
-        "energy_note": None if energy else (meter_note or "no power meter was used"),
+        **_energy_fields(energy, meter_note),
+        "conditions": {**window, "cpu_affinity": affinity,
+                       "warnings": conditions.compare(window["before"], window["after"],
+                                                      cpus=affinity)},
         "metric": metric, "torch_loaded": "torch" in sys.modules,
     }
 
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m runtimes bench",
-                                description="Measure latency, memory and quality of a model.")
+                                description="Measure latency, memory, energy and quality of "
+                                "a model.", epilog=f"{sysread.SYSFS_ROOT_ENV}, for tests and "
+                                "emulators: read /sys (power meters, run conditions) below "
+                                "this folder instead of /.")
     p.add_argument("model", help="model file (.onnx or .tflite)")
     p.add_argument("--inputs", help=".npz with one array per model input (+ __labels__ "
                    "or __reference__ for the metric); random inputs when omitted")
@@ -153,6 +188,21 @@ def _parser() -> argparse.ArgumentParser:
                    help="LiteRT: run the built-in kernels instead of the XNNPACK delegate")
     p.add_argument("--delegate", help="LiteRT: external delegate library to load "
                    "(e.g. libedgetpu.so.1)")
+    p.add_argument("--meter", default="auto", choices=METER_NAMES,
+                   help="power meter for energy (default auto: the first of "
+                   f"{', '.join(AUTO_ORDER)} this host has; none: no energy)")
+    p.add_argument("--meter-command", help="meter 'command': a shell command printing "
+                   "watts (the last number on stdout), run once per sample")
+    p.add_argument("--meter-rail", help="ina3221/tegrastats/pi5-pmic: the rail to read "
+                   "by label (default: the board's input rail, else the sum of all); "
+                   "nvml: the GPU index")
+    p.add_argument("--meter-interval-ms", type=float,
+                   help="sampling interval (default per meter: 50-200 ms)")
+    p.add_argument("--idle-seconds", type=float, default=1.0,
+                   help="idle baseline measured before the timed window and subtracted "
+                   "(0: none)")
+    p.add_argument("--cpus", help="pin the process to these CPUs before loading the "
+                   "model, e.g. 2,3 or 0-3")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     return p
 
@@ -165,27 +215,59 @@ def _print_human(result: dict) -> None:
           f"mean {lat['mean']:.3f}  std {lat['std']:.3f}  ({result['runs']} runs)")
     print(f"  throughput  {result['throughput_per_s']:.1f}/s   peak RSS "
           f"{result['peak_rss_mb']:.1f} MB (idle {result['idle_rss_mb']:.1f} MB)")
-    print(f"  energy      {result['energy_mj'] if result['energy_mj'] is not None else 'unmeasured: ' + result['energy_note']}")
+    _print_energy(result)
+    for warning in result["conditions"]["warnings"]:
+        print(f"  warning     {warning}")
     if result["metric"]:
         m = result["metric"]
         print(f"  {m['name']:<11} {m['value']:.4f} on {m['samples']} samples")
 
 
+def _print_energy(result: dict) -> None:
+    power = result["power"]
+    if result["energy_mj"] is not None:
+        print(f"  energy      {result['energy_mj']:.4g} mJ/inference (net of idle)")
+    else:
+        print(f"  energy      unmeasured: {result['energy_note']}")
+    if power is None:
+        return
+    watts = "  ".join(f"{label} {power[key]:.3f} W" for label, key in
+                      (("mean", "mean_w"), ("idle", "idle_w"), ("active", "active_w"))
+                      if power[key] is not None)
+    rate = power["sample_rate_hz"]
+    print(f"  power       {watts or 'unmeasured'}  over {power['window_s']:.2f} s")
+    print(f"  meter       {power['meter']}: {power['detail']}, "
+          f"{f'{rate:.1f}' if rate is not None else '?'} samples/s ({power['samples']} samples)")
+    if power.get("note") and result["energy_mj"] is not None:
+        print(f"  note        {power['note']}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from runtimes.meters import detect
-    meter, note = detect()
-    opts = BenchOptions(threads=args.threads, warmup=args.warmup, runs=args.runs,
-                        seconds=args.seconds, metric=args.metric, primary=args.primary,
-                        eval_batch=args.eval_batch, progress=args.progress,
-                        samples=args.samples, xnnpack=args.xnnpack, nhwc=args.nhwc,
-                        delegate=args.delegate, pairs=args.pairs)
+    meter = None
+    root = sysread.sysfs_root()
     try:
+        name = "command" if args.meter == "auto" and args.meter_command else args.meter
+        if args.meter_command and name != "command":
+            raise RuntimeInputError(f"--meter-command is for meter 'command', not '{name}'")
+        meter, note = detect(name, rail=args.meter_rail, command=args.meter_command,
+                             interval_ms=args.meter_interval_ms, root=root,
+                             idle_seconds=args.idle_seconds)
+        opts = BenchOptions(threads=args.threads, warmup=args.warmup, runs=args.runs,
+                            seconds=args.seconds, metric=args.metric, primary=args.primary,
+                            eval_batch=args.eval_batch, progress=args.progress,
+                            samples=args.samples, xnnpack=args.xnnpack, nhwc=args.nhwc,
+                            delegate=args.delegate, pairs=args.pairs, sysfs_root=root,
+                            cpus=tuple(parse_cpus(args.cpus)) if args.cpus else None)
         result = bench(args.model, args.inputs, opts, eval_inputs=args.eval_inputs,
                        meter=meter, meter_note=note)
     except RuntimeInputError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    finally:
+        if meter is not None:
+            meter.close()
     if args.json:
         print(json.dumps(result))
     else:

@@ -31,9 +31,26 @@ def _cpuinfo_fields(text: str) -> dict:
     return fields
 
 
-def describe_host(cpuinfo: str | None = None, device_model: str | None = None) -> dict:
+_X86_VENDORS = ("GenuineIntel", "AuthenticAMD", "HygonGenuine")
+_X86_ARCHES = ("x86_64", "i686", "i386", "amd64")
+
+
+def emulation_of(arch: str, fields: dict) -> str | None:
+    """The CPU /proc/cpuinfo describes is not of the architecture this process runs as:
+    a user-mode emulator (qemu-user with binfmt) passes the host's cpuinfo through."""
+    vendor = fields.get("vendor_id", "")
+    if arch not in _X86_ARCHES and vendor in _X86_VENDORS:
+        return f"{arch} emulated on an x86 CPU ({fields.get('model name') or vendor})"
+    if arch in _X86_ARCHES and "CPU implementer" in fields:
+        return f"{arch} emulated on an Arm CPU"
+    return None
+
+
+def describe_host(cpuinfo: str | None = None, device_model: str | None = None,
+                  arch: str | None = None) -> dict:
     """Architecture, CPU model, relevant flags, cores, memory and board model (if any)."""
     fields = _cpuinfo_fields(_read("/proc/cpuinfo") if cpuinfo is None else cpuinfo)
+    arch = arch or platform.machine()
     flags = (fields.get("flags") or fields.get("Features") or "").split()
     cpu_model = fields.get("model name") or fields.get("Model") or platform.processor()
     if device_model is None:
@@ -44,11 +61,12 @@ def describe_host(cpuinfo: str | None = None, device_model: str | None = None) -
         memory_mb = None
     return {
         "hostname": socket.gethostname(),
-        "arch": platform.machine(),
+        "arch": arch,
         "system": platform.system(),
         "cpu": cpu_model or "unknown",
         "cpu_flags": [f for f in _INTERESTING_FLAGS if f in flags],
         "cores": os.cpu_count(),
         "memory_mb": memory_mb,
         "device_model": device_model or None,
+        "emulated": emulation_of(arch, fields),
     }

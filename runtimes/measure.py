@@ -27,33 +27,49 @@ def summarize_latencies(latencies_ms: list[float]) -> dict:
 
 def measure(session: Session, feeds: dict[str, np.ndarray], *, warmup: int = 10,
             runs: int = 100, min_seconds: float = 0.0, meter=None,
-            on_progress: Callable[[int, int], None] | None = None) -> dict:
+            on_progress: Callable[[int, int], None] | None = None,
+            snapshot: Callable[[], dict] | None = None) -> dict:
     """Time `session.run(feeds)`.
 
     Runs at least `runs` timed iterations and keeps going until `min_seconds` have
     passed. Returns latency statistics in milliseconds, throughput in samples per
-    second (batch size taken from the first input) and the process's peak RSS. When a
-    `meter` is given, energy is sampled over the timed window only. Inputs are converted
-    to the model's own types once, before timing (int8 for a full-int8 TFLite model).
+    second (batch size taken from the first input) and the process's peak RSS. Inputs are
+    converted to the model's own types once, before timing (int8 for a full-int8 TFLite
+    model).
+
+    With a `meter`: its idle baseline is measured first (model loaded, nothing running),
+    then it samples over the timed window only, and "energy" holds its `stop()` figures
+    plus "mj_per_inference" (None when the meter could not give joules). With a
+    `snapshot` (e.g. runtimes.conditions.snapshot), "conditions" holds one taken right
+    before and one right after the timed window.
     """
     feeds = session.native_feeds(feeds)
+    if meter is not None and hasattr(meter, "measure_idle"):
+        meter.measure_idle()
     for _ in range(max(0, warmup)):
         session.run(feeds)
     batch = int(next(iter(feeds.values())).shape[0]) if feeds else 1
     latencies: list[float] = []
+    before = snapshot() if snapshot else None
     if meter is not None:
         meter.start()
-    window_start = time.perf_counter()
-    while len(latencies) < runs or time.perf_counter() - window_start < min_seconds:
-        t0 = time.perf_counter_ns()
-        session.run(feeds)
-        latencies.append((time.perf_counter_ns() - t0) / 1e6)
-        if on_progress:
-            on_progress(len(latencies), runs)
-    window_s = time.perf_counter() - window_start
-    energy = meter.stop() if meter is not None else None  # {"joules": ..., ...}
-    if energy is not None:
-        energy = {**energy, "mj_per_inference": energy["joules"] * 1000 / (len(latencies) * batch)}
+    try:
+        window_start = time.perf_counter()
+        while len(latencies) < runs or time.perf_counter() - window_start < min_seconds:
+            t0 = time.perf_counter_ns()
+            session.run(feeds)
+            latencies.append((time.perf_counter_ns() - t0) / 1e6)
+            if on_progress:
+                on_progress(len(latencies), runs)
+        window_s = time.perf_counter() - window_start
+    finally:
+        power = meter.stop() if meter is not None else None  # {"joules": ..., ...}
+    after = snapshot() if snapshot else None
+    energy = None
+    if power is not None:
+        joules = power.get("joules")
+        energy = {**power, "mj_per_inference": (joules * 1000 / (len(latencies) * batch)
+                                                if joules is not None else None)}
     stats = summarize_latencies(latencies)
     return {
         "runs": len(latencies), "warmup": warmup, "batch_size": batch,
@@ -61,4 +77,5 @@ def measure(session: Session, feeds: dict[str, np.ndarray], *, warmup: int = 10,
         "throughput_per_s": batch * len(latencies) / window_s if window_s > 0 else None,
         "peak_rss_mb": peak_rss_mb(),
         "energy": energy,
+        "conditions": {"before": before, "after": after} if snapshot else None,
     }

@@ -1,18 +1,10 @@
-"""Power meters share one small interface: `start()`, then `stop() -> dict`.
+"""Power meters: the public entry point (`detect`); the meters live in runtimes.power.
 
 `detect()` returns (meter, None) or (None, reason). No meter means the energy figure is
 reported as unmeasured with that reason, never as a number.
 """
 from __future__ import annotations
 
-import glob
+from runtimes.power import AUTO_ORDER, METER_NAMES, METERS, Meter, detect
 
-
-def detect() -> tuple[object | None, str | None]:
-    rapl = glob.glob("/sys/class/powercap/intel-rapl:*/energy_uj")
-    hwmon_power = glob.glob("/sys/class/hwmon/hwmon*/power*_input")
-    if not rapl and not hwmon_power:
-        return None, ("no power meter on this host (no RAPL powercap counters and no "
-                      "hwmon power sensors were found)")
-    return None, ("a power sensor exists on this host but no meter driver for it is "
-                  "enabled in this version")
+__all__ = ["detect", "Meter", "METERS", "METER_NAMES", "AUTO_ORDER"]

@@ -32,3 +32,20 @@ def test_describe_this_host():
 
 def test_peak_memory_is_at_least_current():
     assert peak_rss_mb() >= current_rss_mb() > 0
+
+
+# What /proc/cpuinfo says inside an arm64 userland run by qemu-user on an x86 machine:
+# the host's own file, passed through.
+X86_CPUINFO = """processor	: 0
+vendor_id	: AuthenticAMD
+cpu family	: 25
+model name	: AMD EPYC 7B13
+flags		: fpu sse sse2 avx avx2 fma
+"""
+
+
+def test_an_arm_userland_on_an_x86_cpu_is_labelled_emulated():
+    host = describe_host(cpuinfo=X86_CPUINFO, device_model="", arch="aarch64")
+    assert host["emulated"] and "x86" in host["emulated"] and "AMD EPYC" in host["emulated"]
+    native = describe_host(cpuinfo=PI4_CPUINFO, device_model="Raspberry Pi 4", arch="aarch64")
+    assert native["emulated"] is None
