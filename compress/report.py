@@ -144,10 +144,12 @@ def _where_measured(report: dict) -> list[str]:
                f"round trip {remote['run_s_median']:.2f} s median over {remote['runs']} runs, "
                f"clean-up {remote['cleanup_s']:.2f} s" if remote else "on this machine")
         power = b.get("power")
-        meter = (f"power meter {power['meter']} ({power['detail']}, "
-                 f"{power['sample_rate_hz']:.1f} Hz)" if power else
+        rate = (f", {power['sample_rate_hz']:.1f} samples/s" if power and
+                power.get("sample_rate_hz") else "")
+        meter = (f"power meter {power['meter']} ({power['detail']}{rate})" if power else
                  f"energy unmeasured: {b.get('energy_note') or 'no power meter'}")
-        emulated = " **Emulated: timings are not the device's.**" if b.get("emulated") else ""
+        emulated = (f" **Emulated ({b['emulated']}): timings are not the device's and are "
+                    "never checked against its budget.**" if b.get("emulated") else "")
         lines.append(f"- **{b['target']}**: {machine}, {how}; {meter}.{emulated}")
         warnings = sorted({w for x in report["benchmarks"] if x["target"] == b["target"]
                            for w in ((x.get("conditions") or {}).get("warnings") or [])})

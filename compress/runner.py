@@ -89,6 +89,26 @@ def _check_delegates(ctx: RunContext) -> None:
                 raise ConfigError(f"profile {name}: {exc}", field=f"targets.{index}") from None
 
 
+def _check_meters(ctx: RunContext) -> None:
+    """A power meter a profile names must exist on this machine (for targets measured
+    here; an SSH target's runner checks its own) before any work starts."""
+    if not any(s.type == "benchmark" for s in ctx.pipeline.stages):
+        return
+    from runtimes.errors import RuntimeInputError
+    from runtimes.meters import detect
+    from runtimes.sysread import sysfs_root
+    for index, target in enumerate(ctx.pipeline.targets):
+        name, profile = ctx.targets[index]
+        power = profile.power
+        if target.ssh or power.meter in ("auto", "none"):
+            continue
+        try:
+            detect(power.meter, rail=power.rail, command=power.command,
+                   interval_ms=power.interval_ms, root=sysfs_root())
+        except RuntimeInputError as exc:
+            raise ConfigError(f"profile {name}: {exc}", field=f"targets.{index}") from None
+
+
 def _preflight(ctx: RunContext) -> None:
     pipeline = ctx.pipeline
     for role in ("calibration", "evaluation"):
@@ -103,6 +123,7 @@ def _preflight(ctx: RunContext) -> None:
         raise DataError("data.metric is accuracy but data.evaluation has no labels; return "
                         "labels with the inputs, or use `metric: {type: fidelity}`")
     _check_delegates(ctx)
+    _check_meters(ctx)
     if pipeline.model.onnx:
         check_onnx_file(pipeline.resolve(pipeline.model.onnx), pipeline)
     elif pipeline.model.tflite:
@@ -222,13 +243,17 @@ def _benchmark(ctx: RunContext, bench_stage, candidates) -> tuple[list[dict], li
     bench_dir = StageDir(ctx.run_dir, f"{index:02d}-benchmark")
     ctx.out_dir = bench_dir.begin()
     try:
-        return STAGES["benchmark"].run(jobs, stage, ctx), skipped
+        benchmarks = STAGES["benchmark"].run(jobs, stage, ctx)
     except CompressError as exc:
         raise StageError(index, "benchmark", str(exc)) from exc
     finally:
         bench_dir.abort()
         ctx.out_dir = None
         ctx.cleanup_warnings += close_hosts(ctx.hosts)
+    for bench in benchmarks:  # with the clean-up time, known only now
+        if bench["remote"]:
+            bench["remote"].update(ctx.hosts[bench["target"]].times.to_dict())
+    return benchmarks, skipped
 
 
 def _verdicts(benchmarks: list[dict], ctx: RunContext) -> list:

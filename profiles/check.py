@@ -51,6 +51,8 @@ def _unmeasured_reason(key: str, m: dict) -> str:
 def on_target(profile: Profile, measured_on: dict) -> tuple[bool, str]:
     """Was this measurement taken on the profile's device?"""
     device = profile.device
+    if measured_on.get("emulated"):  # a timing under emulation is never the device's
+        return False, f"measured under emulation ({measured_on['emulated']})"
     if device.arch == "any":
         return True, ""
     where = f"{measured_on.get('arch')} {measured_on.get('cpu')}"

@@ -189,9 +189,32 @@ def _raise_for_remote_status(returncode: int, stderr: str, host, timeout: float)
                          f"{stderr[-1500:]}")
 
 
+def _pool_power(rounds: list[dict]) -> dict:
+    """Power and energy over rounds: means of the rounds that measured them; the
+    conditions before the first and after the last round, with every warning."""
+    pooled = {}
+    energies = [r["energy_mj"] for r in rounds if r.get("energy_mj") is not None]
+    pooled["energy_mj"] = statistics.fmean(energies) if energies else None
+    powers = [r["power"] for r in rounds if r.get("power")]
+    if powers:
+        def mean_of(key):  # a round can miss a figure (too few samples, idle failed)
+            values = [p[key] for p in powers if p.get(key) is not None]
+            return statistics.fmean(values) if values else None
+        pooled["power"] = {**powers[0], **{key: mean_of(key) for key in (
+                               "mean_w", "idle_w", "active_w", "sample_rate_hz")},
+                           "samples": sum(p.get("samples") or 0 for p in powers),
+                           "window_s": sum(p.get("window_s") or 0 for p in powers)}
+    conditions = [r["conditions"] for r in rounds if r.get("conditions")]
+    if conditions:
+        pooled["conditions"] = {
+            **conditions[0], "after": conditions[-1].get("after"),
+            "warnings": sorted({w for c in conditions for w in c.get("warnings") or []})}
+    return pooled
+
+
 def pool_rounds(rounds: list[dict]) -> dict:
     """One result from several rounds: latencies pooled, worst memory, first metric."""
-    pooled = dict(rounds[0])
+    pooled = {**rounds[0], **_pool_power(rounds)}
     samples = [ms for r in rounds for ms in r.pop("latency_samples_ms")]
     pooled.update(
         latency_ms=summarize_latencies(samples), runs=len(samples),
@@ -204,6 +227,9 @@ def pool_rounds(rounds: list[dict]) -> dict:
 
 def _record(result: dict, job: Job, metric_info, host=None) -> dict:
     artifact, target, is_baseline = job.artifact, job.target, job.is_baseline
+    measured_on = dict(result["measured_on"])
+    if host and host.spec.emulated and not measured_on.get("emulated"):
+        measured_on["emulated"] = "the target says so (emulated: true)"
     metric = None
     if result.get("metric") and metric_info:
         value = result["metric"]["value"]
@@ -212,7 +238,7 @@ def _record(result: dict, job: Job, metric_info, host=None) -> dict:
     return {
         "artifact": artifact.id, "format": artifact.format, "target": target,
         "baseline": is_baseline,
-        "runtime": result["runtime"], "measured_on": result["measured_on"],
+        "runtime": result["runtime"], "measured_on": measured_on,
         "latency_ms": result["latency_ms"], "throughput_per_s": result["throughput_per_s"],
         "runs": result["runs"], "batch_size": result["batch_size"],
         "peak_memory_mb": result["peak_rss_mb"], "idle_memory_mb": result["idle_rss_mb"],
@@ -222,7 +248,7 @@ def _record(result: dict, job: Job, metric_info, host=None) -> dict:
         "power": result.get("power"), "conditions": result.get("conditions"),
         "metric": metric, "torch_loaded": result["torch_loaded"],
         "remote": {"host": str(host.spec.ssh.address), **host.times.to_dict()} if host else None,
-        "emulated": bool(host and host.spec.emulated),
+        "emulated": measured_on.get("emulated"),
     }
 
 

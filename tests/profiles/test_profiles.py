@@ -44,6 +44,39 @@ def test_measurement_elsewhere_is_off_target_but_size_is_real():
     assert verdicts["model_size_mb"].status == FAIL  # a file's size is the same everywhere
 
 
+def test_an_emulated_measurement_never_passes_a_device_budget():
+    emulated = {**PI4_HOST, "emulated": "aarch64 emulated on an x86 CPU (AMD EPYC)"}
+    for profile in ("rpi4", "host-cpu"):  # host-cpu accepts any machine, but not emulation
+        verdicts = {v.metric: v for v in check(_measurement(emulated), load_profile(profile),
+                                               "m", profile)}
+        assert verdicts["latency_p90_ms"].status == OFF_TARGET
+        assert "emulation" in verdicts["latency_p90_ms"].reason
+        assert verdicts["model_size_mb"].status == PASS
+
+
+def test_power_and_energy_budgets_are_real_verdicts_when_measured(tmp_path):
+    path = tmp_path / "board.yaml"
+    path.write_text("name: board\ndevice: {arch: any}\n"
+                    "power: {meter: command, command: read-watts}\n"
+                    "budget: {energy_mj: 5, power_w: 4}\n")
+    board = load_profile(str(path))
+    measured = {**_measurement(X86_HOST, energy=6.5),
+                "power": {"meter": "command", "mean_w": 3.2, "idle_w": 1.0}}
+    verdicts = {v.metric: v for v in check(measured, board, "m", "board")}
+    assert verdicts["energy_mj"].status == FAIL and verdicts["energy_mj"].value == 6.5
+    assert verdicts["power_w"].status == PASS and verdicts["power_w"].value == 3.2
+    unmetered = {v.metric: v for v in check(_measurement(X86_HOST), board, "m", "board")}
+    assert unmetered["power_w"].status == UNMEASURED
+    assert "no power meter" in unmetered["power_w"].reason
+
+
+def test_a_command_meter_needs_its_command(tmp_path):
+    path = tmp_path / "board.yaml"
+    path.write_text("name: board\ndevice: {arch: any}\npower: {meter: command}\n")
+    with pytest.raises(ProfileError, match="needs `command:`"):
+        load_profile(str(path))
+
+
 def test_a_pi5_is_not_a_pi4():
     assert on_target(load_profile("rpi4"), PI5_HOST)[0] is False
     assert on_target(load_profile("rpi5"), PI5_HOST)[0] is True

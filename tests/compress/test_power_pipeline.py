@@ -1,0 +1,91 @@
+"""Power and energy through the whole pipeline: the profile names a meter, the runner
+samples it, the verdicts on power_w and energy_mj are real pass/fail."""
+from __future__ import annotations
+
+import json
+import stat
+import sys
+
+from tests.conftest import pipeline_dict, run_cli, write_pipeline
+
+STAGES = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static"},
+          {"type": "benchmark", "warmup": 2, "runs": 200, "min_seconds": 0.6, "rounds": 2}]
+
+
+def _board(folder, power: str, budget: str = "{energy_mj: 1000, power_w: 3}"):
+    path = folder / "board.yaml"
+    path.write_text(f"name: board\ndevice: {{arch: any}}\nruntime: {{threads: 1}}\n"
+                    f"power: {power}\nbudget: {budget}\n")
+    return path
+
+
+# An external meter modelled as a command printing watts. Like a wall meter on a board,
+# its reading follows the CPU work of the benchmark: 2 W idle plus 3 W per busy core of the
+# runner process (its CPU time since the previous reading, from /proc).
+FAKE_METER = """#!{python}
+import os, sys, time
+state = sys.argv[1]
+pids = [p for p in os.listdir("/proc") if p.isdigit()]
+def is_runner(pid):
+    try:
+        return b"runtimes\\0bench" in open(f"/proc/{{pid}}/cmdline", "rb").read()
+    except OSError:
+        return False
+busy = 0.0
+for pid in filter(is_runner, pids):
+    fields = open(f"/proc/{{pid}}/stat").read().rsplit(")", 1)[1].split()
+    busy += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+now = time.monotonic()
+try:
+    last_busy, last_now = map(float, open(state).read().split())
+except (OSError, ValueError):
+    last_busy, last_now = busy, now - 1
+open(state, "w").write(f"{{busy}} {{now}}")
+share = max(0.0, busy - last_busy) / max(now - last_now, 1e-3) if busy >= last_busy else 0.0
+print(f"{{2.0 + 3.0 * min(share, 1.0):.3f}} W")
+"""
+
+
+def test_an_external_meter_gives_real_power_and_energy_verdicts(project):
+    meter = project / "read-watts"
+    meter.write_text(FAKE_METER.format(python=sys.executable))
+    meter.chmod(meter.stat().st_mode | stat.S_IXUSR)
+    board = _board(project, f"{{meter: command, command: '{meter} {project / 'state'}', "
+                            "interval_ms: 100, idle_seconds: 0.5}", "{energy_mj: 1000, power_w: 2}")
+    path = write_pipeline(project, pipeline_dict(targets=[str(board)], stages=STAGES))
+    child = run_cli("run", path, cwd=project)
+    assert child.returncode == 1, child.stderr  # more than the 2 W budget while running
+    report = json.loads((project / "runs" / "t" / "report.json").read_text())
+    bench = next(b for b in report["benchmarks"] if not b["baseline"])
+    power = bench["power"]
+    assert power["meter"] == "command" and power["samples"] >= 4
+    assert power["idle_w"] < 2.5 < power["mean_w"]  # the runner works in the window only
+    per_inference_mj = power["active_w"] * power["window_s"] / bench["runs"] * 1000
+    assert abs(bench["energy_mj"] - per_inference_mj) / per_inference_mj < 0.25
+    verdicts = {v["metric"]: v for v in report["verdicts"] if v["artifact"] == bench["artifact"]}
+    assert verdicts["power_w"]["status"] == "fail"
+    assert verdicts["power_w"]["value"] == power["mean_w"]
+    assert verdicts["energy_mj"]["status"] == "pass"
+    assert "power meter command" in (project / "runs" / "t" / "report.md").read_text()
+
+
+def test_a_named_meter_that_is_absent_stops_before_any_work(project):
+    board = _board(project, "{meter: rapl}")
+    path = write_pipeline(project, pipeline_dict(targets=[str(board)], stages=STAGES))
+    child = run_cli("run", path, cwd=project)
+    assert child.returncode == 2 and "Traceback" not in child.stderr
+    assert "meter 'rapl' named" in child.stderr and "intel-rapl" in child.stderr
+    assert not (project / "runs").exists()
+
+
+def test_an_energy_budget_without_a_meter_is_unmeasured_with_the_reason(project):
+    board = _board(project, "{meter: none}")
+    path = write_pipeline(project, pipeline_dict(targets=[str(board)], stages=STAGES[:1] + [
+        {"type": "benchmark", "warmup": 1, "runs": 5, "rounds": 1}]))
+    child = run_cli("run", path, cwd=project)
+    assert child.returncode == 0, child.stderr
+    report = json.loads((project / "runs" / "t" / "report.json").read_text())
+    verdicts = {v["metric"]: v for v in report["verdicts"]}
+    assert verdicts["energy_mj"]["status"] == "unmeasured"
+    assert "turned off" in verdicts["energy_mj"]["reason"]
+    assert verdicts["power_w"]["status"] == "unmeasured"
