@@ -6,7 +6,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test setup clean efficientnet prune-distill minilm tflite accuracy-aware
+.PHONY: demo test test-emulated setup clean efficientnet prune-distill minilm tflite accuracy-aware \
+	runner-overhead ssh-loopback
 
 setup: $(STAMP)
 
@@ -43,7 +44,21 @@ accuracy-aware: $(STAMP) examples/quickstart/digits_cnn.pt
 	$(VENV)/bin/compress run examples/quickstart/accuracy_aware.yaml
 
 test: $(STAMP)
-	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not emulated" $(PYTEST_ARGS)
+
+# The emulated Raspberry Pi (arm64 Debian under qemu-user, sshd in it): needs root for
+# apt-get, binfmt and chroot; the first run builds the arm64 userland (minutes), later
+# runs reuse it from ~/.cache/edge-compress/emulated-pi.
+test-emulated: $(STAMP)
+	bash tests/device/setup_host.sh
+	$(PY) -m pytest -q -m emulated $(PYTEST_ARGS)
+
+# The runner's own overhead, and what measuring over SSH costs (loopback sshd)
+runner-overhead: $(STAMP) examples/quickstart/digits_cnn.pt
+	$(PY) examples/device/runner_overhead.py
+
+ssh-loopback: $(STAMP) examples/quickstart/digits_cnn.pt
+	$(PY) examples/device/ssh_loopback.py
 
 clean:
 	rm -rf runs nc_workspace .pytest_cache

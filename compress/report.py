@@ -127,6 +127,33 @@ def _benchmark_table(report: dict) -> list[str]:
     return lines
 
 
+def _hottest(snapshot: dict) -> float | None:
+    temps = [zone["temp_c"] for zone in (snapshot.get("thermal") or {}).values()
+             if zone.get("temp_c") is not None]
+    return max(temps) if temps else None
+
+
+def _conditions_summary(conditions: dict | None) -> str:
+    """'governor schedutil, hottest zone 47.5 -> 49.0 °C, nvpmodel MAXN, jetson_clocks on'."""
+    if not conditions:
+        return ""
+    before, after = conditions.get("before") or {}, conditions.get("after") or {}
+    parts = []
+    if before.get("governors"):
+        parts.append(f"governor {'/'.join(before['governors'])}")
+    start, end = _hottest(before), _hottest(after)
+    if start is not None and end is not None:
+        parts.append(f"hottest zone {start:.1f} -> {end:.1f} °C")
+    if before.get("nvpmodel"):
+        parts.append(f"nvpmodel {before['nvpmodel']['mode']}")
+    if before.get("jetson_clocks"):
+        parts.append(f"jetson_clocks {'on' if before['jetson_clocks']['on'] else 'off'} "
+                     "(inferred)")
+    if conditions.get("cpu_affinity"):
+        parts.append(f"on CPUs {conditions['cpu_affinity']}")
+    return f"; {', '.join(parts)}" if parts else ""
+
+
 def _where_measured(report: dict) -> list[str]:
     """One line per target: which machine measured it, how (SSH costs), power meter and
     conditions worth a warning."""
@@ -150,7 +177,8 @@ def _where_measured(report: dict) -> list[str]:
                  f"energy unmeasured: {b.get('energy_note') or 'no power meter'}")
         emulated = (f" **Emulated ({b['emulated']}): timings are not the device's and are "
                     "never checked against its budget.**" if b.get("emulated") else "")
-        lines.append(f"- **{b['target']}**: {machine}, {how}; {meter}.{emulated}")
+        lines.append(f"- **{b['target']}**: {machine}, {how}; {meter}"
+                     f"{_conditions_summary(b.get('conditions'))}.{emulated}")
         warnings = sorted({w for x in report["benchmarks"] if x["target"] == b["target"]
                            for w in ((x.get("conditions") or {}).get("warnings") or [])})
         lines += [f"  - warning: {w}" for w in warnings]

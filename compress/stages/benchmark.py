@@ -184,7 +184,10 @@ def _raise_for_remote_status(returncode: int, stderr: str, host, timeout: float)
     if returncode in (124, 137):
         raise ModelError(f"{where}: the benchmark did not finish within {timeout:.0f} s on "
                          "the device; raise benchmark.timeout_s or lower runs/min_seconds")
-    if returncode not in (0, 2):
+    if returncode == 2:  # the runner's own clear error (e.g. a named meter absent there)
+        lines = [line for line in stderr.splitlines() if line.startswith("error: ")]
+        raise ModelError(f"{where}: {(lines[-1] if lines else stderr).removeprefix('error: ')}")
+    if returncode != 0:
         raise ModelError(f"{where}: the runner failed there (exit {returncode}): "
                          f"{stderr[-1500:]}")
 

@@ -173,3 +173,12 @@ def test_a_full_disk_is_reported_before_copying(project, sshd, tmp_path):
         _assert_clean_failure(child, small, "MiB free in", "`workdir:`")
     finally:
         subprocess.run(["umount", str(small)], capture_output=True)
+
+
+def test_a_meter_the_device_lacks_is_named_and_nothing_is_left(project, sshd, workdir):
+    board = project / "board.yaml"
+    board.write_text("name: board\ndevice: {arch: any}\npower: {meter: rapl}\n")
+    stages = [{"type": "export.onnx"}, {"type": "benchmark", "warmup": 1, "runs": 3, "rounds": 1}]
+    child = run_remote(project, remote_target(sshd, workdir, profile=str(board)), stages)
+    _assert_clean_failure(child, workdir, "target loopback", "meter 'rapl' named",
+                          "intel-rapl")

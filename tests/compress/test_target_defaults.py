@@ -20,7 +20,8 @@ def _artifact(name: str, fmt: str):
 
 def test_each_target_gets_the_formats_its_engines_run():
     candidates = [(_artifact("onnx-fp32", "onnx"), True), (_artifact("tflite-int8", "tflite"), False)]
-    jobs, skipped = plan_jobs(candidates, TARGETS, cores=2)
+    cores = {name: 2 for name, _ in TARGETS}  # the measuring machine's, per target
+    jobs, skipped = plan_jobs(candidates, TARGETS, cores)
     measured = {(j.artifact.id, j.target) for j in jobs}
     assert measured == {("onnx-fp32", "host-cpu"), ("tflite-int8", "host-cpu"),
                         ("tflite-int8", "rpi4"), ("onnx-fp32", "jetson-orin-nano")}
