@@ -285,7 +285,11 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
         progress.note(f"{pipeline.name}: checking the model, data and profiles")
         _preflight(ctx)
         created_run_dir = not run_dir.exists()
-        run_dir.mkdir(parents=True, exist_ok=True)
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except BaseException:
+            close_hosts(ctx.hosts)
+            raise
         for stale in run_dir.glob(".*.partial"):  # left by a killed run: never trusted
             shutil.rmtree(stale, ignore_errors=True)
         try:
@@ -295,9 +299,10 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
                                              _candidates(artifacts, consumed, chosen))
         except BaseException:  # an error, a bug or Ctrl-C: keep nothing from this run
             _roll_back(ctx, created_run_dir)
+            # no report will carry them: what a device kept is said now
+            for warning in ctx.cleanup_warnings + close_hosts(ctx.hosts):
+                progress.note(f"warning: {warning}")
             raise
-        finally:
-            close_hosts(ctx.hosts)  # no-op when the benchmark closed them
         models = model_rows(ctx, artifacts, benchmarks)
         verdicts = _verdicts(benchmarks, ctx)
         passed = _passed(gated_verdicts(verdicts, benchmarks, gated), strict)

@@ -62,14 +62,20 @@ def measure(session: Session, feeds: dict[str, np.ndarray], *, warmup: int = 10,
             if on_progress:
                 on_progress(len(latencies), runs)
         window_s = time.perf_counter() - window_start
+        # Clocks and temperatures as they were while running, before the meter's own
+        # shutdown lets a governor drop the frequency.
+        after = snapshot() if snapshot else None
     finally:
         power = meter.stop() if meter is not None else None  # {"joules": ..., ...}
-    after = snapshot() if snapshot else None
     energy = None
     if power is not None:
-        joules = power.get("joules")
-        energy = {**power, "mj_per_inference": (joules * 1000 / (len(latencies) * batch)
-                                                if joules is not None else None)}
+        # Energy over the timed window itself: the meter's window also holds its start
+        # and shutdown (a last read, a subprocess killed), which no inference used.
+        joules = (power["active_w"] * window_s if power.get("joules") is not None
+                  and power.get("active_w") is not None else None)
+        energy = {**power, "joules": joules, "window_s": window_s,
+                  "mj_per_inference": (joules * 1000 / (len(latencies) * batch)
+                                       if joules is not None else None)}
     stats = summarize_latencies(latencies)
     return {
         "runs": len(latencies), "warmup": warmup, "batch_size": batch,

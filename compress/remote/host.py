@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import io
 import json
+import math
 import shlex
-import subprocess
 import tarfile
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
@@ -31,22 +32,27 @@ _PIP_NAME = {"numpy": "numpy", "onnxruntime": "onnxruntime", "litert": "ai-edge-
 MIN_PYTHON = (3, 10)
 DISK_MARGIN_BYTES = 32 * 2**20
 
-# Runs on the device with its own Python, stdlib only: facts, missing modules, free disk,
-# and (asked to, and only when everything is there) the temporary directory.
+# Runs on the device with its own Python, stdlib only (and syntax old Pythons parse, so
+# they get the clear version message): facts, missing modules and tools, free disk, and
+# (asked to, only when everything is there) the temporary directory, named by the caller
+# so that it can be removed even if this answer never arrives.
 _PROBE = r"""
-import importlib.util, json, os, platform, shutil, sys, tempfile
+import importlib.util, json, os, platform, shutil, sys
 ask = json.loads(sys.argv[1])
 missing = [need for need, modules in ask["needs"].items()
            if not any(importlib.util.find_spec(m) for m in modules)]
+tools = [t for t in ("tar", "timeout", "env") if shutil.which(t) is None]
+workdir = os.path.abspath(os.path.expanduser(ask["workdir"]))
 try:
-    free = shutil.disk_usage(ask["workdir"]).free
+    free = shutil.disk_usage(workdir).free
 except OSError:
     free = None
 out = {"python": list(sys.version_info[:3]), "executable": sys.executable,
        "arch": platform.machine(), "cores": os.cpu_count(), "missing": missing,
-       "free_bytes": free, "dir": None}
-if ask["create"] and not missing and free is not None and free >= ask["bytes"]:
-    out["dir"] = tempfile.mkdtemp(prefix="edge-compress-", dir=ask["workdir"])
+       "missing_tools": tools, "workdir": workdir, "free_bytes": free, "dir": None}
+if ask["create"] and not missing and not tools and free is not None and free >= ask["bytes"]:
+    out["dir"] = os.path.join(workdir, ask["create"])
+    os.mkdir(out["dir"], 0o700)
 print(json.dumps(out))
 """
 
@@ -104,15 +110,22 @@ class RemoteHost:
         packages = " ".join(_PIP_NAME[need] for need in missing)
         return (f"target {self.name} ({self.spec.ssh.address}): {py} there cannot import "
                 f"{', '.join(missing)}. Install it on the device: {py} -m pip install "
-                f"{packages}   (or the whole device extra: {py} -m pip install "
-                f"\"edge-compress[device]\"; on Raspberry Pi OS inside a venv, then point "
-                f"`python:` of the target at the venv's python)")
+                f"{packages}   (on Raspberry Pi OS inside a venv, e.g. python3 -m venv "
+                f"~/edge && ~/edge/bin/pip install {packages}, then point `python:` of the "
+                "target at ~/edge/bin/python)")
 
-    def _probe(self, engines: tuple[str, ...], create: bool, size: int) -> dict:
+    def _python(self) -> str:
+        """The interpreter for the device's shell; a leading ~/ expands there."""
+        python = self.spec.python
+        if python.startswith("~/"):
+            return '"$HOME"/' + shlex.quote(python[2:])
+        return shlex.quote(python)
+
+    def _probe(self, engines: tuple[str, ...], create: str | None, size: int) -> dict:
         ask = {"needs": {need: _NEEDS[need] for need in ("numpy", *engines)},
                "workdir": self.spec.workdir, "create": create, "bytes": size}
-        proc = self.connection.run([self.spec.python, "-c", _PROBE, json.dumps(ask)], timeout=
-                                   self.spec.ssh.connect_timeout_s + 60)
+        line = f"{self._python()} -c {shlex.quote(_PROBE)} {shlex.quote(json.dumps(ask))}"
+        proc = self.connection.run(line, timeout=self.spec.ssh.connect_timeout_s + 60)
         if proc.returncode == 127:
             raise RemoteError(f"target {self.name}: '{self.spec.python}' is not on "
                               f"{self.spec.ssh.address}. Install Python 3 there, or set "
@@ -130,6 +143,10 @@ class RemoteHost:
                               f"{'.'.join(map(str, facts['python']))}; set `python:` to a newer one")
         if facts["missing"]:
             raise RemoteError(self._missing_message(facts["missing"]))
+        if facts["missing_tools"]:
+            raise RemoteError(f"target {self.name}: {self.spec.ssh.address} lacks "
+                              f"{', '.join(facts['missing_tools'])} (coreutils/tar); install "
+                              "them there")
         if facts["free_bytes"] is None:
             raise RemoteError(f"target {self.name}: workdir {self.spec.workdir} does not "
                               f"exist on {self.spec.ssh.address}; set `workdir:` to a folder there")
@@ -143,30 +160,30 @@ class RemoteHost:
     def probe(self, engines: tuple[str, ...]) -> dict:
         """Reachable, host key right, Python and the runtimes there: before any work."""
         start = time.perf_counter()
-        facts = self._probe(engines, create=False, size=0)
+        self.connection.open()
+        facts = self._probe(engines, create=None, size=0)
         self.times.connect_s = time.perf_counter() - start
         return facts
 
     def stage(self, files: list[tuple[Path, str]], engines: tuple[str, ...]) -> None:
         """Make the temporary directory and copy the runner and `files` (local, name) there."""
         payload = _pack(_runner_files() + files)
-        facts = self._probe(engines, create=True, size=len(payload) + DISK_MARGIN_BYTES)
-        self.directory = facts["dir"]
+        self.connection.open()  # again: compression may have outlasted the first connection
+        name = f"edge-compress-{uuid.uuid4().hex[:12]}"
+        # Known before it exists: close() removes it even if the probe's answer is lost.
+        self.directory = str(PurePosixPath(self.facts["workdir"]) / name)
+        self._probe(engines, create=name, size=len(payload) + DISK_MARGIN_BYTES)
         start = time.perf_counter()
         self._upload(payload)
         self.times.copy_s = time.perf_counter() - start
         self.times.copied_bytes = len(payload)
 
     def _upload(self, payload: bytes) -> None:
-        cmd = self.connection.command(["tar", "-C", self.directory, "-xf", "-"])
-        try:
-            proc = subprocess.run(cmd, input=payload, capture_output=True, timeout=600)
-        except subprocess.TimeoutExpired:
-            raise RemoteError(f"target {self.name}: copying to {self.spec.ssh.address} did "
-                              "not finish within 600 s") from None
+        # at least 1 MiB/s, whatever the link: a stalled copy fails instead of hanging
+        timeout = 120 + len(payload) / 2**20
+        proc = self.connection.run(["tar", "-C", self.directory, "-xf", "-"], stdin=payload,
+                                   timeout=timeout)
         err = proc.stderr.decode(errors="replace")
-        if proc.returncode == 255:
-            raise RemoteError(self.connection.explain(err))
         if proc.returncode != 0:
             if "No space left" in err:
                 raise RemoteError(f"target {self.name}: {self.spec.ssh.address} ran out of "
@@ -180,12 +197,21 @@ class RemoteHost:
 
     def runner_command(self, runner_args: list[str], timeout_s: float) -> list[str]:
         """Local argv running `python -m runtimes bench <runner_args>` in the directory.
-        `timeout` on the device stops the runner there even if this side goes away."""
-        remote = ["env", f"PYTHONPATH={self.path('runner')}", "timeout", "-k", "5",
-                  str(int(timeout_s)), self.spec.python, "-m", "runtimes", "bench",
-                  *runner_args]
-        shell = " ".join(shlex.quote(arg) for arg in remote)
-        return self.connection.command(f"cd {shlex.quote(self.directory)} && exec {shell}")
+
+        `timeout` on the device stops the runner there even if this side goes away; it
+        leads its own process group, whose id is kept in .pid so close() can stop a
+        runner this side abandoned (Ctrl-C, a local timeout). The shell reports the
+        runner's exit status on stderr ('@exit N'), because ssh itself answers 255 for a
+        command killed by a signal (out of memory), as for a connection failure.
+        """
+        runner = [self.facts["executable"], "-m", "runtimes", "bench", *runner_args]
+        quoted = " ".join(shlex.quote(arg) for arg in runner)
+        folder = shlex.quote(self.directory)
+        line = (f"cd {folder} && PYTHONPATH={shlex.quote(self.path('runner'))}"
+                f"${{PYTHONPATH:+:$PYTHONPATH}} timeout -k 5 {math.ceil(timeout_s)} {quoted} "
+                f"</dev/null & echo $! > {folder}/.pid; wait $!; rc=$?; "
+                f"echo \"@exit $rc\" >&2; exit $rc")
+        return self.connection.command(line)
 
     def close(self) -> str | None:
         """Remove the temporary directory and end the connection. Returns a warning when
@@ -196,15 +222,21 @@ class RemoteHost:
         warning = None
         if self.directory:
             start = time.perf_counter()
+            folder = shlex.quote(self.directory)
+            # Stop a runner still going there (abandoned by this side), then remove it all.
+            line = (f"test -f {folder}/.pid && kill -TERM -- -$(cat {folder}/.pid) "
+                    f"2>/dev/null; rm -rf -- {folder}")
             try:
-                proc = self.connection.run(["rm", "-rf", "--", self.directory], timeout=60,
-                                           check=False)
+                proc = self.connection.run(line, timeout=60, check=False)
                 if proc.returncode != 0:
                     warning = (f"could not remove {self.directory} on {self.spec.ssh.address}: "
                                f"{proc.stderr.decode(errors='replace')[-200:]}")
             except RemoteError as exc:
                 warning = f"could not remove {self.directory} on {self.spec.ssh.address}: {exc}"
-            self.times.cleanup_s = time.perf_counter() - start
-            self.directory = None
+            finally:
+                self.times.cleanup_s = time.perf_counter() - start
+                self.directory = None
+                self.connection.close()
+            return warning
         self.connection.close()
         return warning

@@ -8,6 +8,7 @@ refused unless the target says `accept_new_host_key: true`, a changed key always
 """
 from __future__ import annotations
 
+import math
 import re
 import shlex
 import shutil
@@ -18,7 +19,7 @@ from pathlib import Path
 
 from compress.errors import RemoteError
 
-_ADDRESS = re.compile(r"^(?:(?P<user>[^@\s]+)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^:@\s\[\]]+)"
+_ADDRESS = re.compile(r"^(?:(?P<user>[^@\s-][^@\s]*)@)?(?P<host>\[[0-9A-Fa-f:.]+\]|[^-:@\s\[\]][^:@\s\[\]]*)"
                       r"(?::(?P<port>\d{1,5}))?$")
 
 
@@ -94,7 +95,8 @@ def _explain(stderr: str, settings: SshSettings) -> str:
 
 
 class SshConnection:
-    """`run()` and `upload()` over one master connection; `close()` ends it."""
+    """`open()` starts the master connection; `run()` and `command()` go through it;
+    `close()` ends it."""
 
     def __init__(self, settings: SshSettings):
         if not shutil.which("ssh"):
@@ -109,19 +111,25 @@ class SshConnection:
                               "create it with the device's host key (ssh-keyscan) or set "
                               "accept_new_host_key: true")
         self.settings = settings
-        # A short socket path: unix sockets are limited to ~100 characters.
-        self._control_dir = tempfile.mkdtemp(prefix="ec-ssh-")
+        # In /tmp, not $TMPDIR: a unix socket path must stay under ~100 characters.
+        self._control_dir = tempfile.mkdtemp(prefix="ec-ssh-", dir="/tmp")
+        self._control_path = f"{self._control_dir}/master"
 
-    def base_command(self) -> list[str]:
+    def _options(self, master: bool) -> list[str]:
         s = self.settings
         options = {
             "BatchMode": "yes",                   # never stop to ask for a password
-            "ConnectTimeout": str(max(1, round(s.connect_timeout_s))),
+            "ConnectTimeout": str(max(1, math.ceil(s.connect_timeout_s))),
             "StrictHostKeyChecking": "accept-new" if s.accept_new_host_key else "yes",
-            "ControlMaster": "auto", "ControlPath": f"{self._control_dir}/%C",
-            "ControlPersist": "120",
+            "ControlPath": self._control_path,
+            # The master is started on its own (open()); commands only use it. (An
+            # automatic master keeps the first command's stderr open on older clients.)
+            "ControlMaster": "yes" if master else "no",
             # a device that vanishes mid-run is noticed within ~30 s
             "ServerAliveInterval": "10", "ServerAliveCountMax": "3",
+            # whatever the user's own ssh config says: no terminal, no forwarding, no
+            # remote command of its own (each would corrupt or break the runner's output)
+            "RequestTTY": "no", "RemoteCommand": "none", "ClearAllForwardings": "yes",
             "LogLevel": "ERROR",
         }
         if s.known_hosts is not None:
@@ -132,29 +140,53 @@ class SshConnection:
         cmd = ["ssh", "-p", str(s.address.port)]
         for key, value in options.items():
             cmd += ["-o", f"{key}={value}"]
-        return cmd + [s.address.destination]
+        return cmd
+
+    def open(self) -> None:
+        """Connect (host key check, authentication) and keep the connection for every
+        later command. Its stderr goes to a file: a pipe would stay open as long as the
+        backgrounded master lives."""
+        with tempfile.TemporaryFile() as log:
+            try:
+                proc = subprocess.run(
+                    self._options(master=True) + ["-N", "-f", "-o", "ControlPersist=600",
+                                                  self.settings.address.destination],
+                    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
+                    timeout=self.settings.connect_timeout_s + 30)
+            except subprocess.TimeoutExpired:
+                raise RemoteError(_explain("timed out", self.settings)) from None
+            log.seek(0)
+            if proc.returncode != 0:
+                raise RemoteError(_explain(log.read().decode(errors="replace"), self.settings))
 
     def command(self, remote: list[str] | str) -> list[str]:
         """The local argv that runs `remote` on the device: an argv (quoted here for the
         device's shell) or a shell command line as it is."""
         line = remote if isinstance(remote, str) else " ".join(shlex.quote(a) for a in remote)
-        return self.base_command() + ["--", line]
+        return self._options(master=False) + ["-T", self.settings.address.destination, "--",
+                                              line]
 
-    def run(self, remote_argv: list[str], *, stdin=None, timeout: float | None = None,
-            check: bool = True) -> subprocess.CompletedProcess:
+    def run(self, remote: list[str] | str, *, stdin: bytes | None = None,
+            timeout: float | None = None, check: bool = True) -> subprocess.CompletedProcess:
+        what = remote if isinstance(remote, str) else remote[0]
         try:
-            proc = subprocess.run(self.command(remote_argv), stdin=stdin,
-                                  capture_output=True, timeout=timeout)
+            proc = subprocess.run(self.command(remote), capture_output=True, timeout=timeout,
+                                  **({"input": stdin} if stdin is not None
+                                     else {"stdin": subprocess.DEVNULL}))
         except subprocess.TimeoutExpired:
             raise RemoteError(f"{self.settings.address} did not finish "
-                              f"'{remote_argv[0]}' within {timeout:.0f} s") from None
+                              f"'{what[:60]}' within {timeout:.0f} s") from None
         if check and proc.returncode == 255:
             raise RemoteError(_explain(proc.stderr.decode(errors="replace"), self.settings))
         return proc
 
     def close(self) -> None:
-        subprocess.run(self.base_command()[:-1] + ["-O", "exit", self.settings.address.destination],
-                       capture_output=True, timeout=15)
+        try:
+            subprocess.run(self._options(master=False) + [
+                "-O", "exit", self.settings.address.destination], stdin=subprocess.DEVNULL,
+                capture_output=True, timeout=15)
+        except subprocess.TimeoutExpired:
+            pass  # the master dies with its socket folder's removal or its ControlPersist
         shutil.rmtree(self._control_dir, ignore_errors=True)
 
     def explain(self, stderr: str) -> str:

@@ -9,10 +9,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -112,8 +114,9 @@ def plan_jobs(candidates, targets, cores: dict[str, int]) -> tuple[list[Job], li
                                 f"{target} runs {', '.join(runtime.engines)} only "
                                 "(runtime.engines in its profile)"})
                 continue
-            # More threads than the measuring machine has cores only measures contention.
-            threads = min(runtime.threads or cores[target], cores[target])
+            # More threads than the cores it may use only measures contention.
+            usable = min(cores[target], len(runtime.cpu_affinity or ()) or cores[target])
+            threads = min(runtime.threads or usable, usable)
             jobs.append(Job(artifact, is_baseline, target, threads, runtime.xnnpack,
                             runtime.delegate if engine == "litert" else None,
                             device_flags(profile)))
@@ -144,52 +147,69 @@ def _runner_args(path, inputs, evaluation, job: Job, config: Benchmark, metric,
     return cmd
 
 
+def _follow_progress(stream, advance, lines: list[str]) -> None:
+    for line in stream:
+        if line.startswith("@progress"):
+            advance(completed=int(line.split()[1]))
+        else:
+            lines.append(line)
+
+
 def measure_in_subprocess(cmd: list, timeout: float, advance, host=None) -> dict:
     """Run the runner (here, or on `host` when `cmd` is that host's ssh command) and
     return its JSON; its '@progress' lines move the progress bar."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
         [str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     with tempfile.TemporaryFile("w+") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.PIPE, text=True, env=env)
-        stderr_lines = []
+        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.PIPE, text=True, env=env)
+        stderr_lines: list[str] = []
+        # stderr is read beside, so the timeout holds even when the runner hangs
+        reader = threading.Thread(target=_follow_progress, daemon=True,
+                                  args=(proc.stderr, advance, stderr_lines))
+        reader.start()
         try:
-            for line in proc.stderr:
-                if line.startswith("@progress"):
-                    advance(completed=int(line.split()[1]))
-                else:
-                    stderr_lines.append(line)
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
             raise ModelError(f"the benchmark did not finish within {timeout:.0f} s; raise "
                              "benchmark.timeout_s or lower runs/min_seconds") from None
+        reader.join(timeout=10)
         out.seek(0)
         stdout = out.read()
     stderr = "".join(stderr_lines).strip()
     if host is not None:
         _raise_for_remote_status(proc.returncode, stderr, host, timeout)
-    if proc.returncode == 2:
+    elif proc.returncode == 2:
         raise ModelError(stderr.removeprefix("error: "))
-    if proc.returncode != 0:
+    elif proc.returncode != 0:
         raise RuntimeError(f"benchmark subprocess failed ({proc.returncode}): {stderr[-3000:]}")
-    return json.loads(stdout)
+    # the last line: a device's shell start-up may print before the runner does
+    return json.loads(stdout.strip().splitlines()[-1])
 
 
 def _raise_for_remote_status(returncode: int, stderr: str, host, timeout: float) -> None:
-    """ssh's own failures (255) and the device's `timeout` (124, 137) as clear errors."""
+    """What the device's runner said ('@exit N' from its shell), or ssh's own failure."""
     where = f"target {host.name} ({host.spec.ssh.address})"
-    if returncode == 255:
-        raise RemoteError(f"{where}: {host.connection.explain(stderr)}")
-    if returncode in (124, 137):
+    exits = re.findall(r"^@exit (\d+)$", stderr, flags=re.M)
+    if not exits:  # the shell never reported: ssh itself failed
+        if returncode != 0:
+            raise RemoteError(f"{where}: {host.connection.explain(stderr)}")
+        return
+    status = int(exits[-1])
+    said = "\n".join(line for line in stderr.splitlines() if not line.startswith("@exit"))
+    if status == 124:
         raise ModelError(f"{where}: the benchmark did not finish within {timeout:.0f} s on "
                          "the device; raise benchmark.timeout_s or lower runs/min_seconds")
-    if returncode == 2:  # the runner's own clear error (e.g. a named meter absent there)
-        lines = [line for line in stderr.splitlines() if line.startswith("error: ")]
-        raise ModelError(f"{where}: {(lines[-1] if lines else stderr).removeprefix('error: ')}")
-    if returncode != 0:
-        raise ModelError(f"{where}: the runner failed there (exit {returncode}): "
-                         f"{stderr[-1500:]}")
+    if status == 137:
+        raise ModelError(f"{where}: the runner was killed there (SIGKILL): most likely out of "
+                         "memory (check `dmesg` on the device), else the timeout's last resort")
+    if status == 2:  # the runner's own clear error (e.g. a named meter absent there)
+        lines = [line for line in said.splitlines() if line.startswith("error: ")]
+        raise ModelError(f"{where}: {(lines[-1] if lines else said).removeprefix('error: ')}")
+    if status != 0:
+        raise ModelError(f"{where}: the runner failed there (exit {status}): {said[-1500:]}")
 
 
 def _pool_power(rounds: list[dict]) -> dict:
@@ -207,6 +227,10 @@ def _pool_power(rounds: list[dict]) -> dict:
                                "mean_w", "idle_w", "active_w", "sample_rate_hz")},
                            "samples": sum(p.get("samples") or 0 for p in powers),
                            "window_s": sum(p.get("window_s") or 0 for p in powers)}
+        joules = [p.get("joules") for p in powers]
+        notes = sorted({p["note"] for p in powers if p.get("note")})
+        pooled["power"].update(joules=sum(joules) if None not in joules else None,
+                               note="; ".join(notes) or None)
     conditions = [r["conditions"] for r in rounds if r.get("conditions")]
     if conditions:
         pooled["conditions"] = {

@@ -19,7 +19,9 @@ from runtimes.power.tegrastats import TegrastatsMeter
 
 METERS = {"ina3221": Ina3221Meter, "tegrastats": TegrastatsMeter, "pi5-pmic": Pi5PmicMeter,
           "rapl": RaplMeter, "nvml": NvmlMeter, "command": CommandMeter}
-AUTO_ORDER = ("ina3221", "tegrastats", "pi5-pmic", "rapl", "nvml")
+# NVML is never picked by auto: a GPU's energy says nothing about a model run on the CPU
+# (name it for GPU execution providers).
+AUTO_ORDER = ("ina3221", "tegrastats", "pi5-pmic", "rapl")
 METER_NAMES = ("auto", "none", *METERS)
 RAIL_METERS = ("ina3221", "tegrastats", "pi5-pmic")
 
@@ -73,6 +75,7 @@ def detect(name: str = "auto", *, rail: str | None = None, command: str | None =
     for candidate in AUTO_ORDER:
         try:
             return _build(candidate, **options), None
-        except (MeterAbsent, MeterError) as exc:
+        except (MeterAbsent, MeterError, RuntimeInputError) as exc:  # e.g. a rail it lacks
             looked.append(f"{candidate}: {getattr(exc, 'reason', exc)}")
-    return None, f"no power meter on this host ({'; '.join(looked)})"
+    return None, (f"no power meter on this host ({'; '.join(looked)}; nvml is used only "
+                  "when named)")

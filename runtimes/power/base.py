@@ -87,8 +87,8 @@ class Meter:
     def _run(self, stop: threading.Event, out: list[Sample]) -> None:
         try:
             self._sample_loop(stop, out)
-        except (MeterError, OSError, ValueError) as exc:
-            self._error = str(exc)
+        except Exception as exc:  # noqa: BLE001 -- any failure is the meter's, never the run's
+            self._error = str(exc) or type(exc).__name__
 
     def _begin(self) -> None:
         self._stop_event = threading.Event()

@@ -39,6 +39,10 @@ class NvmlMeter(Meter):
             gpu = nvml.nvmlDeviceGetName(self._handle)
             gpu = gpu.decode() if isinstance(gpu, bytes) else gpu
             self._read_fn, self.kind, what = self._pick_reading(nvml)
+        except nvml.NVMLError as exc:
+            self.close()
+            raise MeterAbsent(f"NVML could not read GPU {device} ({exc})",
+                              "check the driver with nvidia-smi") from None
         except BaseException:
             self.close()
             raise

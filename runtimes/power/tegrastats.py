@@ -89,6 +89,8 @@ class TegrastatsMeter(Meter):
 
     def _sample_loop(self, stop: threading.Event, out: list[Sample]) -> None:
         proc = self._proc
+        if proc is None:  # stopped before this thread got to run
+            return
         with proc.stdout:
             for line in proc.stdout:
                 if stop.is_set():

@@ -7,6 +7,7 @@ device's Python, fetching its JSON and removing the temporary directory.
 from __future__ import annotations
 
 import json
+import os
 import socket
 import subprocess
 import sys
@@ -182,3 +183,15 @@ def test_a_meter_the_device_lacks_is_named_and_nothing_is_left(project, sshd, wo
     child = run_remote(project, remote_target(sshd, workdir, profile=str(board)), stages)
     _assert_clean_failure(child, workdir, "target loopback", "meter 'rapl' named",
                           "intel-rapl")
+
+
+def test_a_relative_workdir_is_taken_from_the_login_directory(project, sshd, workdir):
+    # As a user writes `workdir: bench-tmp`: relative to the login directory there.
+    home = subprocess.run(["ssh", "-i", str(sshd.identity), "-o", "BatchMode=yes", "-o",
+                           f"UserKnownHostsFile={sshd.known_hosts}", "-p", str(sshd.port),
+                           f"{sshd.user}@{sshd.host}", "pwd"], capture_output=True, text=True)
+    relative = os.path.relpath(workdir, home.stdout.strip())
+    stages = [{"type": "export.onnx"}, {"type": "benchmark", "warmup": 1, "runs": 3, "rounds": 1}]
+    child = run_remote(project, remote_target(sshd, relative), stages)
+    assert child.returncode == 0, child.stderr
+    assert list(workdir.iterdir()) == []

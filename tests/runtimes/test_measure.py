@@ -36,17 +36,19 @@ def test_measure_keeps_running_until_min_seconds():
 
 
 def test_measure_reports_energy_per_inference_from_a_meter():
-    class Meter:
+    class Meter:  # 4 W above idle; its own window is longer than the timed one
         def start(self):
             pass
 
         def stop(self):
-            return {"joules": 0.8, "mean_watts": 4.0}
+            return {"joules": 99.0, "active_w": 4.0, "window_s": 99.0}
 
-    result = measure(_session(), {"x": np.ones((4, 3), np.float32)}, warmup=0, runs=10,
+    result = measure(_session(0.002), {"x": np.ones((4, 3), np.float32)}, warmup=0, runs=10,
                      meter=Meter())
-    # 0.8 J over 10 runs of batch 4 = 20 mJ per inference
-    assert result["energy"]["mj_per_inference"] == pytest.approx(20.0)
+    # energy over the timed window only: 4 W x window / (10 runs x batch 4)
+    window = result["window_s"]
+    assert result["energy"]["window_s"] == window and window < 1
+    assert result["energy"]["mj_per_inference"] == pytest.approx(4.0 * window * 1000 / 40)
 
 
 def test_summary_statistics_match_numpy():

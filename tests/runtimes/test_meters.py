@@ -263,12 +263,19 @@ def test_nvml_samples_power_usage_without_an_energy_counter(pynvml):
         detect("nvml", rail="7")
 
 
-def test_nvml_without_power_readings_is_skipped_by_auto(pynvml, tmp_path):
+def test_nvml_is_only_used_when_named(pynvml, tmp_path, monkeypatch):
+    # A GPU's energy says nothing about a model on the CPU: auto never picks NVML.
+    monkeypatch.setenv("PATH", str(tmp_path))
+    meter, reason = detect("auto", root=str(tmp_path))
+    assert meter is None and "nvml is used only when named" in reason
+    assert "init" not in pynvml.calls or pynvml.calls["init"] == pynvml.calls["shutdown"]
+
+
+def test_nvml_without_power_readings_is_refused_when_named(pynvml):
     for gpu in pynvml.DEVICES:  # what a Jetson's integrated GPU answers
         gpu["energy"] = gpu["power"] = False
-    meter, reason = detect("auto", root=str(tmp_path))
-    assert meter is None
-    assert "nvml: NVML gives no power reading for this GPU" in reason and "Not Supported" in reason
+    with pytest.raises(RuntimeInputError, match="NVML gives no power reading for this GPU"):
+        detect("nvml")
     assert pynvml.calls["init"] == pynvml.calls["shutdown"]
 
 
@@ -340,7 +347,7 @@ def test_detect_none_auto_and_unknown(tmp_path, monkeypatch):
     assert detect("none") == (None, "power metering turned off")
     meter, reason = detect("auto", root=str(tmp_path))
     assert meter is None and reason.startswith("no power meter on this host (ina3221: ")
-    for looked in ("ina3221:", "tegrastats:", "pi5-pmic:", "rapl:", "nvml:"):
+    for looked in ("ina3221:", "tegrastats:", "pi5-pmic:", "rapl:", "nvml is used only when named"):
         assert looked in reason
     with pytest.raises(RuntimeInputError, match="unknown meter 'wattmeter'"):
         detect("wattmeter")
