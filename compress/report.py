@@ -56,8 +56,9 @@ def build_report(pipeline, manifest: dict, artifacts, benchmarks, verdicts, mode
                  cleanup_warnings: list[str] = ()) -> dict:
     """`skipped`: artifact x target pairs not measured, with the reason."""
     fits = _fits(verdicts, benchmarks) + [
-        {"artifact": s["artifact"], "target": s["target"], "baseline": False,
-         "fits": "not measured: " + s["reason"]} for s in skipped]
+        {"artifact": s["artifact"], "target": s["target"], "baseline": s.get("baseline", False),
+         "fits": ("unknown, unmeasured: " if s.get("unmeasured") else "not measured: ")
+         + s["reason"]} for s in skipped]
     return {
         "pipeline": {"name": pipeline.name, "config_sha256": manifest["config_sha256"]},
         "manifest": manifest,

@@ -26,7 +26,8 @@ from compress.remote.targets import close_hosts, open_hosts
 from compress.report import build_report, write_reports
 from compress.stagebase import STAGES
 from compress.stages.benchmark import plan_jobs
-from profiles import OFF_TARGET, PASS, UNMEASURED, ProfileError, check, load_profile
+from profiles import (OFF_TARGET, PASS, UNMEASURED, ProfileError, check, load_profile,
+                      unmeasured_verdicts)
 
 
 @dataclass(frozen=True)
@@ -72,21 +73,14 @@ def apply_target_defaults(pipeline: Pipeline, targets: list) -> Pipeline:
     return pipeline.model_copy(update={"stages": tuple(stages)})
 
 
-def _check_delegates(ctx: RunContext) -> None:
-    """A profile's LiteRT delegate must load here before any work starts."""
-    makes_tflite = ctx.pipeline.model.tflite or any(
-        stage.type == "export.tflite" for stage in ctx.pipeline.stages)
-    if not makes_tflite or not any(s.type == "benchmark" for s in ctx.pipeline.stages):
-        return
-    from runtimes.errors import RuntimeInputError
-    from runtimes.litert_session import load_delegate
-    for index, target in enumerate(ctx.pipeline.targets):
-        name, profile = ctx.targets[index]
-        if profile.runtime.delegate and "litert" in profile.runtime.engines:
-            try:
-                load_delegate(profile.runtime.delegate)
-            except RuntimeInputError as exc:
-                raise ConfigError(f"profile {name}: {exc}", field=f"targets.{index}") from None
+def accelerators_here(profile) -> bool:
+    """Whether this machine has the profile's execution providers (its delegate is tried
+    by the runner, which says 'unmeasured' when it cannot load it)."""
+    if not profile.runtime.providers:
+        return True
+    import onnxruntime
+    available = set(onnxruntime.get_available_providers())
+    return all(p.name in available for p in profile.runtime.providers)
 
 
 def _check_meters(ctx: RunContext) -> None:
@@ -100,8 +94,8 @@ def _check_meters(ctx: RunContext) -> None:
     for index, target in enumerate(ctx.pipeline.targets):
         name, profile = ctx.targets[index]
         power = profile.power
-        if target.ssh or power.meter in ("auto", "none"):
-            continue
+        if target.ssh or power.meter in ("auto", "none") or not accelerators_here(profile):
+            continue  # an accelerator not here is 'unmeasured' anyway: its meter is moot
         try:
             detect(power.meter, rail=power.rail, command=power.command,
                    interval_ms=power.interval_ms, root=sysfs_root())
@@ -122,7 +116,6 @@ def _preflight(ctx: RunContext) -> None:
     if evaluation is not None and ctx.metric().type == "accuracy" and evaluation.labels is None:
         raise DataError("data.metric is accuracy but data.evaluation has no labels; return "
                         "labels with the inputs, or use `metric: {type: fidelity}`")
-    _check_delegates(ctx)
     _check_meters(ctx)
     if pipeline.model.onnx:
         check_onnx_file(pipeline.resolve(pipeline.model.onnx), pipeline)
@@ -250,23 +243,33 @@ def _benchmark(ctx: RunContext, bench_stage, candidates) -> tuple[list[dict], li
         bench_dir.abort()
         ctx.out_dir = None
         ctx.cleanup_warnings += close_hosts(ctx.hosts)
+    # An accelerator not on the measuring machine: no numbers, an honest 'unmeasured'.
+    skipped += [{"artifact": b["artifact"], "target": b["target"], "reason": b["unmeasured"],
+                 "unmeasured": True, "baseline": b["baseline"]}
+                for b in benchmarks if "unmeasured" in b]
+    benchmarks = [b for b in benchmarks if "unmeasured" not in b]
     for bench in benchmarks:  # with the clean-up time, known only now
         if bench["remote"]:
             bench["remote"].update(ctx.hosts[bench["target"]].times.to_dict())
     return benchmarks, skipped
 
 
-def _verdicts(benchmarks: list[dict], ctx: RunContext) -> list:
+def _verdicts(benchmarks: list[dict], skipped: list[dict], artifacts, ctx: RunContext) -> list:
     profiles = dict(ctx.targets)
     verdicts = []
     for bench in benchmarks:
         verdicts.extend(check(bench, profiles[bench["target"]], bench["artifact"], bench["target"]))
+    sizes = {a.id: a.size_bytes for a in artifacts}
+    for miss in (s for s in skipped if s.get("unmeasured")):
+        verdicts.extend(unmeasured_verdicts(profiles[miss["target"]], miss["artifact"],
+                                            miss["target"], miss["reason"],
+                                            sizes[miss["artifact"]]))
     return verdicts
 
 
-def gated_verdicts(verdicts, benchmarks: list[dict], gated: set) -> list:
+def gated_verdicts(verdicts, benchmarks: list[dict], gated: set, skipped=()) -> list:
     """Verdicts that decide the exit code: candidates (not the baseline) on gated targets."""
-    baselines = {b["artifact"] for b in benchmarks if b["baseline"]}
+    baselines = {b["artifact"] for b in [*benchmarks, *skipped] if b.get("baseline")}
     return [v for v in verdicts if v.target in gated and v.artifact not in baselines]
 
 
@@ -304,8 +307,8 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
                 progress.note(f"warning: {warning}")
             raise
         models = model_rows(ctx, artifacts, benchmarks)
-        verdicts = _verdicts(benchmarks, ctx)
-        passed = _passed(gated_verdicts(verdicts, benchmarks, gated), strict)
+        verdicts = _verdicts(benchmarks, skipped, artifacts, ctx)
+        passed = _passed(gated_verdicts(verdicts, benchmarks, gated, skipped), strict)
         config_text = config_text or pipeline.model_dump_json()
         manifest = build_manifest(pipeline, hashlib.sha256(config_text.encode()).hexdigest(),
                                   artifacts[0].sha256, targets)

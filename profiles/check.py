@@ -81,3 +81,21 @@ def check(measurement: dict, profile: Profile, artifact: str, target: str) -> li
             status, reason = (PASS, "") if value <= limit else (FAIL, "")
         verdicts.append(Verdict(artifact, target, key, limit, value, status, reason))
     return verdicts
+
+
+def unmeasured_verdicts(profile: Profile, artifact: str, target: str, reason: str,
+                        size_bytes: int) -> list[Verdict]:
+    """Verdicts for an artifact x target that could not be measured (its accelerator is
+    not on the measuring machine): every budget unmeasured with the reason, except the
+    file's size, which is the same everywhere."""
+    verdicts = []
+    for key, limit in profile.budget.model_dump().items():
+        if limit is None:
+            continue
+        if key == "model_size_mb":
+            size = size_bytes / 2**20
+            verdicts.append(Verdict(artifact, target, key, limit, size,
+                                    PASS if size <= limit else FAIL))
+        else:
+            verdicts.append(Verdict(artifact, target, key, limit, None, UNMEASURED, reason))
+    return verdicts

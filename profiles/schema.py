@@ -1,7 +1,7 @@
 """The schema of a device budget profile (profiles/*.yaml or a user's own file)."""
 from __future__ import annotations
 
-from typing import Literal, Optional
+from typing import Literal, Optional, Union
 
 from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt,
                       PositiveFloat, PositiveInt, field_validator, model_validator)
@@ -27,6 +27,24 @@ ENGINES = ("onnxruntime", "litert")
 Engine = Literal["onnxruntime", "litert"]
 
 
+class Provider(_Strict):
+    """An onnxruntime execution provider, with its options (strings, numbers, booleans)."""
+    name: str = Field(description="e.g. TensorrtExecutionProvider, CUDAExecutionProvider, "
+                      "OpenVINOExecutionProvider, QNNExecutionProvider")
+    options: dict[str, Union[str, int, float, bool]] = Field(default_factory=dict)
+    check_options: bool = Field(True, description="refuse options this project does not "
+                                "know for the provider (a typo would be ignored otherwise)")
+
+    @model_validator(mode="after")
+    def _known(self):
+        from profiles.providers import PROVIDER_OPTIONS, check_options
+        if self.check_options:
+            check_options(self.name, self.options)
+        elif self.name not in PROVIDER_OPTIONS:
+            check_options(self.name, {})
+        return self
+
+
 class Runtime(_Strict):
     engines: tuple[Engine, ...] = Field(
         ENGINES, min_length=1, description="engines that run models on this device: ONNX "
@@ -41,6 +59,10 @@ class Runtime(_Strict):
         "libedgetpu.so.1 (Coral Edge TPU) or libvx_delegate.so (NPU); the run stops before "
         "any work if it cannot be loaded")
 
+    providers: tuple[Provider, ...] = Field(
+        (), description="onnxruntime execution providers in priority order (nodes none of "
+        "them takes run on the CPU provider); empty: the CPU provider alone. Where one is "
+        "not installed the measurement is 'unmeasured' with the reason, never a CPU run")
     cpu_affinity: Optional[tuple[NonNegativeInt, ...]] = Field(
         None, min_length=1, description="pin the benchmark to these CPU numbers "
         "(taskset-style), e.g. [2, 3] to keep it off the cores that serve interrupts")

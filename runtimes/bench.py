@@ -51,8 +51,22 @@ class BenchOptions:
     xnnpack: bool = True               # LiteRT: XNNPACK delegate (off: built-in kernels)
     nhwc: bool = False                 # the file holds NCHW images, the model takes NHWC
     delegate: str | None = None        # LiteRT: external delegate library
+    providers: tuple = ()              # onnxruntime: (name, {option: value}) in priority order
     cpus: tuple[int, ...] | None = None  # pin the process to these CPUs before loading
     sysfs_root: str = "/"              # where /sys is read from (tests, emulators)
+
+
+def parse_providers(names: list[str], options: list[str]) -> tuple:
+    """--provider NAME and --provider-option NAME:KEY=VALUE -> ((name, {key: value}), ...)."""
+    chosen = {name: {} for name in names}
+    for text in options:
+        name, _, pair = text.partition(":")
+        key, equals, value = pair.partition("=")
+        if not equals or not key or name not in chosen:
+            raise RuntimeInputError(f"--provider-option '{text}': write NAME:KEY=VALUE for a "
+                                    f"NAME given with --provider ({', '.join(chosen) or 'none'})")
+        chosen[name][key] = value
+    return tuple(chosen.items())
 
 
 def _import_engine(engine: str) -> None:
@@ -125,7 +139,7 @@ def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str |
     data = _layout(feeds_mod.read_npz(inputs), opts) if inputs else None
     idle_rss = current_rss_mb()
     session = load(model, engine=engine, threads=opts.threads, xnnpack=opts.xnnpack,
-                   delegate=opts.delegate)
+                   delegate=opts.delegate, providers=list(opts.providers) or None)
     try:
         if data is not None:
             batch = feeds_mod.batch_size_for(session.inputs, 1)
@@ -188,6 +202,11 @@ def _parser() -> argparse.ArgumentParser:
                    help="LiteRT: run the built-in kernels instead of the XNNPACK delegate")
     p.add_argument("--delegate", help="LiteRT: external delegate library to load "
                    "(e.g. libedgetpu.so.1)")
+    p.add_argument("--provider", action="append", default=[], metavar="NAME",
+                   help="onnxruntime: an execution provider, in priority order (repeat it; "
+                   "the CPU provider is always last). Exit code 3 when it is not available")
+    p.add_argument("--provider-option", action="append", default=[],
+                   metavar="NAME:KEY=VALUE", help="an option of a --provider")
     p.add_argument("--meter", default="auto", choices=METER_NAMES,
                    help="power meter for energy (default auto: the first of "
                    f"{', '.join(AUTO_ORDER)} this host has; none: no energy)")
@@ -259,6 +278,7 @@ def main(argv: list[str] | None = None) -> int:
                             eval_batch=args.eval_batch, progress=args.progress,
                             samples=args.samples, xnnpack=args.xnnpack, nhwc=args.nhwc,
                             delegate=args.delegate, pairs=args.pairs, sysfs_root=root,
+                            providers=parse_providers(args.provider, args.provider_option),
                             cpus=tuple(parse_cpus(args.cpus)) if args.cpus else None)
         result = bench(args.model, args.inputs, opts, eval_inputs=args.eval_inputs,
                        meter=meter, meter_note=note)

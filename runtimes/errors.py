@@ -9,3 +9,11 @@ class RuntimeInputError(Exception):
     """A model or input file the runtime cannot use; the message says how to fix it."""
 
     exit_code = 2
+
+
+class ProviderUnavailable(RuntimeInputError):
+    """The accelerator a measurement asks for is not on this machine. Nothing can be
+    measured for it here: the pipeline records 'unmeasured' with this message, never a
+    run on the CPU in its place."""
+
+    exit_code = 3

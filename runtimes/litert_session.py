@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from runtimes.errors import RuntimeInputError
+from runtimes.errors import ProviderUnavailable, RuntimeInputError
 from runtimes.session import Session, TensorSpec
 
 INSTALL_HINT = ("pip install ai-edge-litert (or tflite-runtime on a device whose numpy is "
@@ -40,8 +40,9 @@ def interpreter_module():
 def load_delegate(library: str, module=None):
     """An external delegate (an Edge TPU's libedgetpu.so.1, an NPU's libvx_delegate.so).
 
-    Raises RuntimeInputError naming the library when it cannot be loaded, which on a
-    machine without that hardware's runtime is the common case."""
+    Raises ProviderUnavailable naming the library when it cannot be loaded, which on a
+    machine without that hardware's runtime is the common case: nothing can be measured
+    for that accelerator here (never a CPU run in its place)."""
     module = module or interpreter_module()
     loader = getattr(module, "load_delegate", None) or module.experimental.load_delegate
     try:
@@ -51,7 +52,7 @@ def load_delegate(library: str, module=None):
         return loader(library)
     except (ValueError, OSError, RuntimeError) as exc:
         reason = " ".join(str(exc).split())[:300]
-        raise RuntimeInputError(
+        raise ProviderUnavailable(
             f"the LiteRT delegate '{library}' cannot be loaded on this machine ({reason}). "
             "Install the delegate's runtime (for a Coral Edge TPU: libedgetpu1-std), give "
             "its full path, or leave the delegate out (`runtime.delegate` in the profile, "

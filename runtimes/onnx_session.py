@@ -5,7 +5,7 @@ import os
 
 import numpy as np
 
-from runtimes.errors import RuntimeInputError
+from runtimes.errors import ProviderUnavailable, RuntimeInputError
 from runtimes.session import Session, TensorSpec
 
 # onnxruntime reports element types as strings like "tensor(float)".
@@ -16,11 +16,40 @@ _ORT_TO_NUMPY = {
 }
 
 
+CPU = "CPUExecutionProvider"
+
+
+def _provider_lists(providers: list) -> tuple[list[str], list[dict]]:
+    """Names and string options for InferenceSession, the CPU provider last; '~' in a
+    path option is the device user's home."""
+    names, options = [], []
+    for entry in providers:
+        name, opts = (entry, {}) if isinstance(entry, str) else entry
+        if name == CPU:
+            continue
+        names.append(name)
+        options.append({key: os.path.expanduser(str(value)) if isinstance(value, str) else
+                        str(int(value)) if isinstance(value, bool) else str(value)
+                        for key, value in opts.items()})
+    return names + [CPU], options + [{}]
+
+
+def check_available(names: list[str], available: list[str]) -> None:
+    missing = [name for name in names if name not in available]
+    if missing:
+        raise ProviderUnavailable(
+            f"{', '.join(missing)} is not available in this onnxruntime (it has "
+            f"{', '.join(available)}); install the onnxruntime build that carries it on the "
+            "machine that measures")
+
+
 class OnnxRuntimeSession(Session):
     engine = "onnxruntime"
 
     def __init__(self, path: str, threads: int | None = None,
-                 providers: list[str] | None = None):
+                 providers: list | None = None):
+        """`providers`: names or (name, options) pairs in priority order; the CPU provider
+        is always last, for the nodes no other provider takes."""
         import onnxruntime as ort  # the device extra installs it; imported late for speed
 
         if not os.path.isfile(path):
@@ -31,14 +60,23 @@ class OnnxRuntimeSession(Session):
             options.inter_op_num_threads = 1
         # A benchmark must not be skewed by threads spinning after each run.
         options.add_session_config_entry("session.intra_op.allow_spinning", "1")
-        providers = providers or ["CPUExecutionProvider"]
+        names, provider_options = _provider_lists(providers or [])
+        check_available(names, ort.get_available_providers())
         try:
-            self._session = ort.InferenceSession(path, options, providers=providers)
+            self._session = ort.InferenceSession(path, options, providers=names,
+                                                 provider_options=provider_options)
         except Exception as exc:  # onnxruntime raises its own untyped errors
             raise RuntimeInputError(
                 f"onnxruntime cannot load {path}: {str(exc).strip().splitlines()[0]}. "
                 "Check that the file is a complete ONNX model (re-export it if it was "
                 "truncated or edited).") from None
+        # onnxruntime drops a provider that fails to start (a missing CUDA library) with a
+        # warning and runs on the CPU: that is not the accelerator's number.
+        dropped = [n for n in names if n not in self._session.get_providers()]
+        if dropped:
+            raise ProviderUnavailable(
+                f"{', '.join(dropped)} is installed but did not start for {path} (onnxruntime "
+                "left it out, see its warning above); check the driver and libraries")
         self.threads = threads
         self._version = ort.__version__
         self.inputs = tuple(

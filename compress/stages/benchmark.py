@@ -82,7 +82,7 @@ class Job:
     threads: int
     xnnpack: bool = True
     delegate: Optional[str] = None
-    device_flags: tuple[str, ...] = ()   # power meter and CPU pinning, from the profile
+    device_flags: tuple[str, ...] = ()   # power meter, CPU pinning, providers: from the profile
 
 
 def device_flags(profile) -> tuple[str, ...]:
@@ -97,6 +97,17 @@ def device_flags(profile) -> tuple[str, ...]:
             if value != getattr(defaults, key) else []
     if profile.runtime.cpu_affinity:
         flags += ["--cpus", ",".join(map(str, profile.runtime.cpu_affinity))]
+    return tuple(flags)
+
+
+def provider_flags(profile) -> tuple[str, ...]:
+    """onnxruntime execution providers and their options, for ONNX measurements."""
+    flags = []
+    for provider in profile.runtime.providers:
+        flags += ["--provider", provider.name]
+        for key, value in provider.options.items():
+            text = str(int(value)) if isinstance(value, bool) else str(value)
+            flags += ["--provider-option", f"{provider.name}:{key}={text}"]
     return tuple(flags)
 
 
@@ -119,7 +130,8 @@ def plan_jobs(candidates, targets, cores: dict[str, int]) -> tuple[list[Job], li
             threads = min(runtime.threads or usable, usable)
             jobs.append(Job(artifact, is_baseline, target, threads, runtime.xnnpack,
                             runtime.delegate if engine == "litert" else None,
-                            device_flags(profile)))
+                            device_flags(profile) + (provider_flags(profile)
+                                                     if engine == "onnxruntime" else ())))
     return jobs, skipped
 
 
@@ -145,6 +157,15 @@ def _runner_args(path, inputs, evaluation, job: Job, config: Benchmark, metric,
         if metric.get("pairs"):
             cmd += ["--pairs"]
     return cmd
+
+
+class Unavailable(Exception):
+    """The runner's exit 3: the accelerator asked for is not on the measuring machine."""
+
+
+def _runner_error(stderr: str) -> str:
+    lines = [line for line in stderr.splitlines() if line.startswith("error: ")]
+    return (lines[-1] if lines else stderr).removeprefix("error: ")
 
 
 def _follow_progress(stream, advance, lines: list[str]) -> None:
@@ -181,6 +202,8 @@ def measure_in_subprocess(cmd: list, timeout: float, advance, host=None) -> dict
     stderr = "".join(stderr_lines).strip()
     if host is not None:
         _raise_for_remote_status(proc.returncode, stderr, host, timeout)
+    elif proc.returncode == 3:
+        raise Unavailable(_runner_error(stderr))
     elif proc.returncode == 2:
         raise ModelError(stderr.removeprefix("error: "))
     elif proc.returncode != 0:
@@ -205,9 +228,10 @@ def _raise_for_remote_status(returncode: int, stderr: str, host, timeout: float)
     if status == 137:
         raise ModelError(f"{where}: the runner was killed there (SIGKILL): most likely out of "
                          "memory (check `dmesg` on the device), else the timeout's last resort")
+    if status == 3:  # the accelerator asked for is not on that device
+        raise Unavailable(_runner_error(said))
     if status == 2:  # the runner's own clear error (e.g. a named meter absent there)
-        lines = [line for line in said.splitlines() if line.startswith("error: ")]
-        raise ModelError(f"{where}: {(lines[-1] if lines else said).removeprefix('error: ')}")
+        raise ModelError(f"{where}: {_runner_error(said)}")
     if status != 0:
         raise ModelError(f"{where}: the runner failed there (exit {status}): {said[-1500:]}")
 
@@ -314,8 +338,11 @@ def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
         metric_info["pairs"] = fidelity and ctx.metric().pairs
     placed = _stage_on_hosts(jobs, ctx, inputs, evaluation)
     rounds = {index: [] for index in range(len(jobs))}
+    unmeasured: dict[int, str] = {}   # job -> why its accelerator cannot be measured there
     for round_index in range(config.rounds):
         for index, job in enumerate(jobs):
+            if index in unmeasured:
+                continue
             artifact = job.artifact
             host, model, batch, evaluate = placed.get(
                 index, (None, ctx.path(artifact), inputs, evaluation))
@@ -327,12 +354,20 @@ def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
             label = (f"benchmark {artifact.id} on {job.target} ({job.threads} threads, round "
                      f"{round_index + 1}/{config.rounds})")
             started = time.perf_counter()
-            with ctx.progress.task(label, math.ceil(config.runs / config.rounds)) as advance:
-                result = measure_in_subprocess(cmd, config.timeout_s, advance, host)
+            try:
+                with ctx.progress.task(label, math.ceil(config.runs / config.rounds)) as advance:
+                    result = measure_in_subprocess(cmd, config.timeout_s, advance, host)
+            except Unavailable as exc:
+                unmeasured[index] = str(exc)
+                ctx.progress.note(f"{artifact.id} on {job.target}: unmeasured: {exc}")
+                continue
             # The runner's whole wall time, start-up and (over SSH) the round trip included.
             result["wall_s"] = time.perf_counter() - started
             rounds[index].append(result)
             if host:
                 host.times.run_s.append(result["wall_s"])
-    return [_record(pool_rounds(rounds[index]), job, metric_info, ctx.hosts.get(job.target))
+    return [{"artifact": job.artifact.id, "target": job.target, "baseline": job.is_baseline,
+             "unmeasured": unmeasured[index]}
+            if index in unmeasured else
+            _record(pool_rounds(rounds[index]), job, metric_info, ctx.hosts.get(job.target))
             for index, job in enumerate(jobs)]

@@ -214,9 +214,15 @@ def _my_board(project: Path, **runtime_and_export) -> str:
 TFLITE_STAGES = [{"type": "export.tflite"}, {"type": "benchmark", "warmup": 2, "runs": 20}]
 
 
-def _missing_delegate(project: Path) -> Path:
-    board = _my_board(project, runtime={"delegate": "libedgetpu.so.1"})
-    return _write(project, stages=TFLITE_STAGES, targets=[board])
+def _unknown_provider_option(project: Path) -> Path:
+    board = _my_board(project, runtime={"providers": [
+        {"name": "CUDAExecutionProvider", "options": {"device": 0}}]})
+    return _write(project, targets=[board])
+
+
+def _unknown_provider(project: Path) -> Path:
+    return _write(project, targets=[_my_board(project, runtime={"providers": [
+        {"name": "CudaExecutionProvider"}]})])
 
 
 def _conflicting_tflite_modes(project: Path) -> Path:
@@ -422,9 +428,10 @@ CASES = [
          ("max_drop: targets needs a target profile with a budget.accuracy_drop",),
          validate=True),
     # TFLite and LiteRT
-    Case("tflite-delegate-missing", _missing_delegate,
-         ("targets.0: profile my-board:", "delegate 'libedgetpu.so.1' cannot be loaded",
-          "runtime.delegate")),
+    Case("provider-option-unknown", _unknown_provider_option,
+         ("CUDAExecutionProvider has no option 'device'", "device_id", "check_options")),
+    Case("provider-unknown", _unknown_provider,
+         ("unknown execution provider 'CudaExecutionProvider'", "CUDAExecutionProvider")),
     Case("tflite-modes-conflict", _conflicting_tflite_modes,
          ("stages.0:", "rpi4 wants int8", "my-board wants fp16", "set `mode` on this stage"),
          validate=True),

@@ -120,3 +120,29 @@ def test_an_engine_listed_twice_is_an_error(tmp_path):
     path.write_text("name: twice\ndevice: {arch: any}\nruntime: {engines: [litert, litert]}\n")
     with pytest.raises(ProfileError, match="runtime.engines: Value error, list each engine once"):
         load_profile(str(path))
+
+
+def test_accelerator_profiles_name_their_providers_delegates_and_presets():
+    expected = {"jetson-orin-nano": ("TensorrtExecutionProvider", "jetson-gpu"),
+                "jetson-nano": ("TensorrtExecutionProvider", "jetson-gpu"),
+                "nvidia-gpu": ("CUDAExecutionProvider", "jetson-gpu"),
+                "qcs6490": ("QNNExecutionProvider", "qualcomm-htp"),
+                "intel-core-ultra-npu": ("OpenVINOExecutionProvider", "intel-npu")}
+    for name, (provider, preset) in expected.items():
+        profile = load_profile(name)
+        assert profile.runtime.providers[0].name == provider
+        assert profile.export.preset == preset and profile.device.accelerator
+    coral = load_profile("coral-edgetpu")
+    assert coral.runtime.delegate == "libedgetpu.so.1" and coral.export.tflite_mode == "int8"
+
+
+def test_provider_options_are_checked_when_a_profile_loads(tmp_path):
+    path = tmp_path / "gpu.yaml"
+    path.write_text("name: gpu\ndevice: {arch: any}\nruntime:\n  providers:\n"
+                    "    - {name: TensorrtExecutionProvider, options: {trt_fp16_enabled: true}}\n")
+    with pytest.raises(ProfileError, match="has no option 'trt_fp16_enabled'"):
+        load_profile(str(path))
+    path.write_text("name: gpu\ndevice: {arch: any}\nruntime:\n  providers:\n"
+                    "    - {name: TensorrtExecutionProvider, check_options: false,\n"
+                    "       options: {trt_new_option: 1}}\n")
+    assert load_profile(str(path)).runtime.providers[0].options == {"trt_new_option": 1}
