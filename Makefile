@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-emulated setup clean efficientnet prune-distill minilm tflite accuracy-aware \
+.PHONY: demo test test-emulated openvino-env setup clean efficientnet prune-distill minilm tflite accuracy-aware \
 	runner-overhead ssh-loopback
 
 setup: $(STAMP)
@@ -52,6 +52,14 @@ test: $(STAMP)
 test-emulated: $(STAMP)
 	bash tests/device/setup_host.sh
 	$(PY) -m pytest -q -m emulated $(PYTEST_ARGS)
+
+# onnxruntime's OpenVINO execution provider in an environment of its own (it ships the
+# same `onnxruntime` module as onnxruntime); the OpenVINO target test uses it
+openvino-env: .venv-openvino/.installed
+.venv-openvino/.installed:
+	$(PYTHON) -m venv .venv-openvino
+	.venv-openvino/bin/python -m pip install --quiet --disable-pip-version-check onnxruntime-openvino numpy psutil
+	touch $@
 
 # The runner's own overhead, and what measuring over SSH costs (loopback sshd)
 runner-overhead: $(STAMP) examples/quickstart/digits_cnn.pt

@@ -120,8 +120,11 @@ class TargetSpec(Strict):
     accept_new_host_key: bool = Field(
         False, description="trust an unknown host key on first use and record it "
         "(a changed key is still refused)")
-    python: str = Field("python3", description="the device's Python, e.g. a venv's "
-                        "/home/pi/edge/bin/python")
+    python: Optional[str] = Field(
+        None, description="the Python that runs the benchmark: on an SSH target the "
+        "device's (default python3, e.g. a venv's /home/pi/edge/bin/python); on this "
+        "machine another environment's (default: this one), e.g. one with "
+        "onnxruntime-openvino, which cannot share an environment with onnxruntime")
     workdir: str = Field("/tmp", description="folder on the device for the temporary "
                          "directory (removed afterwards)")
     connect_timeout_s: float = Field(10.0, gt=0, le=300)

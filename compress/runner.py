@@ -83,6 +83,18 @@ def accelerators_here(profile) -> bool:
     return all(p.name in available for p in profile.runtime.providers)
 
 
+def _check_local_pythons(ctx: RunContext) -> None:
+    """A local target's own Python must exist before any work starts."""
+    for index, target in enumerate(ctx.pipeline.targets):
+        if target.python and not target.ssh:
+            path = ctx.pipeline.resolve(target.python)
+            if not os.access(path, os.X_OK) or path.is_dir():
+                raise ConfigError(f"python '{target.python}' is not an executable Python here "
+                                  "(a local target's `python:` runs its benchmark; give the "
+                                  "full path of that environment's python)",
+                                  field=f"targets.{index}")
+
+
 def _check_meters(ctx: RunContext) -> None:
     """A power meter a profile names must exist on this machine (for targets measured
     here; an SSH target's runner checks its own) before any work starts."""
@@ -94,7 +106,9 @@ def _check_meters(ctx: RunContext) -> None:
     for index, target in enumerate(ctx.pipeline.targets):
         name, profile = ctx.targets[index]
         power = profile.power
-        if target.ssh or power.meter in ("auto", "none") or not accelerators_here(profile):
+        if target.ssh or target.python or power.meter in ("auto", "none"):
+            continue  # another Python's runner checks its own meter
+        if not accelerators_here(profile):
             continue  # an accelerator not here is 'unmeasured' anyway: its meter is moot
         try:
             detect(power.meter, rail=power.rail, command=power.command,
@@ -117,6 +131,7 @@ def _preflight(ctx: RunContext) -> None:
         raise DataError("data.metric is accuracy but data.evaluation has no labels; return "
                         "labels with the inputs, or use `metric: {type: fidelity}`")
     _check_meters(ctx)
+    _check_local_pythons(ctx)
     if pipeline.model.onnx:
         check_onnx_file(pipeline.resolve(pipeline.model.onnx), pipeline)
     elif pipeline.model.tflite:
@@ -231,7 +246,10 @@ def _benchmark(ctx: RunContext, bench_stage, candidates) -> tuple[list[dict], li
     local_cores = os.cpu_count() or 1
     cores = {name: ctx.hosts[name].facts["cores"] if name in ctx.hosts else local_cores
              for name, _ in ctx.targets}
-    jobs, skipped = plan_jobs(candidates, ctx.targets, cores)
+    pythons = {name: str(ctx.pipeline.resolve(target.python))
+               for target, (name, _) in zip(ctx.pipeline.targets, ctx.targets)
+               if target.python and not target.ssh}
+    jobs, skipped = plan_jobs(candidates, ctx.targets, cores, pythons)
     index, stage = bench_stage
     bench_dir = StageDir(ctx.run_dir, f"{index:02d}-benchmark")
     ctx.out_dir = bench_dir.begin()

@@ -18,7 +18,7 @@ def remote_spec(target, pipeline) -> RemoteSpec:
                            known_hosts=resolve(target.known_hosts),
                            accept_new_host_key=target.accept_new_host_key,
                            connect_timeout_s=target.connect_timeout_s)
-    return RemoteSpec(settings, python=target.python, workdir=target.workdir,
+    return RemoteSpec(settings, python=target.python or "python3", workdir=target.workdir,
                       emulated=target.emulated)
 
 

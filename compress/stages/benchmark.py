@@ -83,6 +83,7 @@ class Job:
     xnnpack: bool = True
     delegate: Optional[str] = None
     device_flags: tuple[str, ...] = ()   # power meter, CPU pinning, providers: from the profile
+    python: Optional[str] = None         # another local Python for the runner (the target's)
 
 
 def device_flags(profile) -> tuple[str, ...]:
@@ -111,7 +112,8 @@ def provider_flags(profile) -> tuple[str, ...]:
     return tuple(flags)
 
 
-def plan_jobs(candidates, targets, cores: dict[str, int]) -> tuple[list[Job], list[dict]]:
+def plan_jobs(candidates, targets, cores: dict[str, int],
+              pythons: dict[str, str] | None = None) -> tuple[list[Job], list[dict]]:
     """Which artifact runs for which target, and the pairs left out with the reason: a
     profile measures only the formats its `runtime.engines` run (rpi4: TFLite only).
     `cores`: how many cores the machine measuring each target has."""
@@ -131,7 +133,8 @@ def plan_jobs(candidates, targets, cores: dict[str, int]) -> tuple[list[Job], li
             jobs.append(Job(artifact, is_baseline, target, threads, runtime.xnnpack,
                             runtime.delegate if engine == "litert" else None,
                             device_flags(profile) + (provider_flags(profile)
-                                                     if engine == "onnxruntime" else ())))
+                                                     if engine == "onnxruntime" else ()),
+                            (pythons or {}).get(target)))
     return jobs, skipped
 
 
@@ -350,7 +353,7 @@ def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
             args = _runner_args(model, batch, evaluate if round_index == 0 else None, job,
                                 config, metric_info, artifact.meta.get("channels_last", False))
             cmd = (host.runner_command(args, config.timeout_s) if host else
-                   [sys.executable, "-m", "runtimes", "bench", *args])
+                   [job.python or sys.executable, "-m", "runtimes", "bench", *args])
             label = (f"benchmark {artifact.id} on {job.target} ({job.threads} threads, round "
                      f"{round_index + 1}/{config.rounds})")
             started = time.perf_counter()
