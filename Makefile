@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-emulated openvino-env setup clean efficientnet prune-distill minilm tflite accuracy-aware \
+.PHONY: demo test test-emulated accelerator-envs openvino-env qnn-env setup clean efficientnet prune-distill minilm tflite accuracy-aware \
 	runner-overhead ssh-loopback
 
 setup: $(STAMP)
@@ -53,12 +53,17 @@ test-emulated: $(STAMP)
 	bash tests/device/setup_host.sh
 	$(PY) -m pytest -q -m emulated $(PYTEST_ARGS)
 
-# onnxruntime's OpenVINO execution provider in an environment of its own (it ships the
-# same `onnxruntime` module as onnxruntime); the OpenVINO target test uses it
+# Execution providers that ship their own `onnxruntime` module get an environment each:
+# onnxruntime-openvino (OpenVINO), onnxruntime-qnn (Qualcomm QNN, with the HTP simulator on
+# x86-64). The accelerator target tests use them; CI builds them.
+PROVIDER_PACKAGE_openvino := onnxruntime-openvino
+PROVIDER_PACKAGE_qnn := onnxruntime-qnn
+accelerator-envs: openvino-env qnn-env
 openvino-env: .venv-openvino/.installed
-.venv-openvino/.installed:
-	$(PYTHON) -m venv .venv-openvino
-	.venv-openvino/bin/python -m pip install --quiet --disable-pip-version-check onnxruntime-openvino numpy psutil
+qnn-env: .venv-qnn/.installed
+.venv-%/.installed:
+	$(PYTHON) -m venv .venv-$*
+	.venv-$*/bin/python -m pip install --quiet --disable-pip-version-check $(PROVIDER_PACKAGE_$*) numpy psutil
 	touch $@
 
 # The runner's own overhead, and what measuring over SSH costs (loopback sshd)

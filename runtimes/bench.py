@@ -54,6 +54,7 @@ class BenchOptions:
     providers: tuple = ()              # onnxruntime: (name, {option: value}) in priority order
     cpus: tuple[int, ...] | None = None  # pin the process to these CPUs before loading
     sysfs_root: str = "/"              # where /sys is read from (tests, emulators)
+    placement: bool = False            # also report where each node ran (own session)
 
 
 def parse_providers(names: list[str], options: list[str]) -> tuple:
@@ -67,6 +68,14 @@ def parse_providers(names: list[str], options: list[str]) -> tuple:
                                     f"NAME given with --provider ({', '.join(chosen) or 'none'})")
         chosen[name][key] = value
     return tuple(chosen.items())
+
+
+def _measured_on(engine_info: dict) -> dict:
+    """The host, marked emulated when the accelerator itself was simulated."""
+    host = describe_host()
+    if engine_info.get("simulated") and not host.get("emulated"):
+        host["emulated"] = engine_info["simulated"]
+    return host
 
 
 def _import_engine(engine: str) -> None:
@@ -164,14 +173,26 @@ def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str |
         timing.pop("latency_samples_ms")
     return {
         "model": model, "size_bytes": os.path.getsize(model), "runtime": engine_info,
-        "measured_on": describe_host(), **timing,
+        "measured_on": _measured_on(engine_info), **timing,
         "idle_rss_mb": idle_rss, "model_rss_mb": timing["peak_rss_mb"] - idle_rss,
         **_energy_fields(energy, meter_note),
         "conditions": {**window, "cpu_affinity": affinity,
                        "warnings": conditions.compare(window["before"], window["after"],
                                                       cpus=affinity)},
         "metric": metric, "torch_loaded": "torch" in sys.modules,
+        **_placement(model, engine, opts),
     }
+
+
+def _placement(model: str, engine: str, opts: BenchOptions) -> dict:
+    """{"placement": ...} when asked for, from a session of its own built after the timed
+    one is closed, so the timing and memory figures never include it."""
+    if not opts.placement:
+        return {}
+    from runtimes.placement import placement
+    return {"placement": placement(model, engine, providers=list(opts.providers),
+                                   xnnpack=opts.xnnpack, delegate=opts.delegate,
+                                   threads=opts.threads)}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -222,6 +243,9 @@ def _parser() -> argparse.ArgumentParser:
                    "(0: none)")
     p.add_argument("--cpus", help="pin the process to these CPUs before loading the "
                    "model, e.g. 2,3 or 0-3")
+    p.add_argument("--placement", action="store_true", help="also report where each node "
+                   "ran (provider or delegate, CPU fallback, estimated share of FLOPs), from "
+                   "a separate session after the timed runs")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     return p
 
@@ -240,6 +264,9 @@ def _print_human(result: dict) -> None:
     if result["metric"]:
         m = result["metric"]
         print(f"  {m['name']:<11} {m['value']:.4f} on {m['samples']} samples")
+    if result.get("placement"):
+        from runtimes.placement import describe
+        print(f"  placement   {describe(result['placement'])}")
 
 
 def _print_energy(result: dict) -> None:
@@ -279,7 +306,8 @@ def main(argv: list[str] | None = None) -> int:
                             samples=args.samples, xnnpack=args.xnnpack, nhwc=args.nhwc,
                             delegate=args.delegate, pairs=args.pairs, sysfs_root=root,
                             providers=parse_providers(args.provider, args.provider_option),
-                            cpus=tuple(parse_cpus(args.cpus)) if args.cpus else None)
+                            cpus=tuple(parse_cpus(args.cpus)) if args.cpus else None,
+                            placement=args.placement)
         result = bench(args.model, args.inputs, opts, eval_inputs=args.eval_inputs,
                        meter=meter, meter_note=note)
     except RuntimeInputError as exc:

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import os
+import platform
 
 import numpy as np
 
 from runtimes.errors import ProviderUnavailable, RuntimeInputError
+from runtimes.plugin_eps import attach, register_plugins
 from runtimes.session import Session, TensorSpec
 
 # onnxruntime reports element types as strings like "tensor(float)".
@@ -61,15 +63,27 @@ class OnnxRuntimeSession(Session):
         # A benchmark must not be skewed by threads spinning after each run.
         options.add_session_config_entry("session.intra_op.allow_spinning", "1")
         names, provider_options = _provider_lists(providers or [])
-        check_available(names, ort.get_available_providers())
+        plugins = register_plugins(ort, names)
+        check_available(names, ort.get_available_providers() + plugins)
+        if plugins and len(names) > 2:
+            raise RuntimeInputError(f"{plugins[0]} is a plugin provider: ask for it alone "
+                                    "(the CPU provider still takes what it leaves)")
+        if plugins:  # attached through its devices; the CPU provider comes with the session
+            attach(ort, options, names[0], provider_options[0])
         try:
-            self._session = ort.InferenceSession(path, options, providers=names,
-                                                 provider_options=provider_options)
+            self._session = (ort.InferenceSession(path, options) if plugins else
+                             ort.InferenceSession(path, options, providers=names,
+                                                  provider_options=provider_options))
         except Exception as exc:  # onnxruntime raises its own untyped errors
+            said = str(exc).strip().splitlines()[0]
+            if len(names) > 1:  # an accelerator was asked for: most often its options
+                raise RuntimeInputError(
+                    f"onnxruntime cannot start {', '.join(names[:-1])} for {path}: {said}. "
+                    "Check the provider's options in the profile (QNN needs backend_type, "
+                    "e.g. htp) and that the model suits it") from None
             raise RuntimeInputError(
-                f"onnxruntime cannot load {path}: {str(exc).strip().splitlines()[0]}. "
-                "Check that the file is a complete ONNX model (re-export it if it was "
-                "truncated or edited).") from None
+                f"onnxruntime cannot load {path}: {said}. Check that the file is a complete "
+                "ONNX model (re-export it if it was truncated or edited).") from None
         # onnxruntime drops a provider that fails to start (a missing CUDA library) with a
         # warning and runs on the CPU: that is not the accelerator's number.
         dropped = [n for n in names if n not in self._session.get_providers()]
@@ -89,5 +103,11 @@ class OnnxRuntimeSession(Session):
         return self._session.run(None, feeds)
 
     def describe(self) -> dict:
-        return {"engine": self.engine, "version": self._version, "threads": self.threads,
-                "providers": self._session.get_providers()}
+        providers = self._session.get_providers()
+        info = {"engine": self.engine, "version": self._version, "threads": self.threads,
+                "providers": providers}
+        # QNN's HTP backend on an x86-64 host is Qualcomm's simulator of the HTP: real
+        # placement and real numerics, but its timings are not a Snapdragon's.
+        if "QNNExecutionProvider" in providers and platform.machine() in ("x86_64", "AMD64"):
+            info["simulated"] = "the QNN HTP backend simulated on an x86-64 CPU"
+        return info
