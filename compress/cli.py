@@ -1,7 +1,8 @@
-"""`compress run | validate | schema | profiles`.
+"""`compress run | validate | schema | profiles | preflight`.
 
-Exit codes: 0 every gated budget holds; 1 a budget is missed; 2 bad input (one clear
-message, no traceback). Any other exception is a bug and keeps its traceback.
+Exit codes: 0 every gated budget holds (preflight: every op runs on the accelerator); 1 a
+budget is missed (preflight: some ops would fall back); 2 bad input (one clear message, no
+traceback). Any other exception is a bug and keeps its traceback.
 """
 from __future__ import annotations
 
@@ -28,6 +29,11 @@ def _parser() -> argparse.ArgumentParser:
     sub.add_parser("schema", help="print the pipeline JSON Schema")
     profiles = sub.add_parser("profiles", help="list the device profiles")
     profiles.add_argument("--json", action="store_true")
+    preflight = sub.add_parser("preflight", help="list the ops of a model the profile's "
+                               "accelerator would not run (exit 1 if any), before any benchmark")
+    preflight.add_argument("model", help=".onnx or .tflite model")
+    preflight.add_argument("--profile", required=True, help="profile name or YAML path")
+    preflight.add_argument("--json", action="store_true")
     return parser
 
 
@@ -81,8 +87,15 @@ def _cmd_profiles(args) -> int:
     return 0
 
 
+def _cmd_preflight(args) -> int:
+    from compress.preflight import preflight, render
+    report = preflight(args.model, args.profile)
+    print(json.dumps(report, indent=2) if args.json else render(report))
+    return report["exit_code"]
+
+
 COMMANDS = {"run": _cmd_run, "validate": _cmd_validate, "schema": _cmd_schema,
-            "profiles": _cmd_profiles}
+            "profiles": _cmd_profiles, "preflight": _cmd_preflight}
 
 
 # Installed by the `pipeline` extra; a device install (`[device]`) has only the runtimes.

@@ -187,6 +187,27 @@ def _where_measured(report: dict) -> list[str]:
     return lines
 
 
+def _placement_table(report: dict) -> list[str]:
+    """Where each op ran, for the measurements on an accelerator (or XNNPACK)."""
+    rows = [b for b in report["benchmarks"] if b.get("placement")]
+    if not rows:
+        return []
+    lines = ["## Where each op ran", "",
+             "| target | artifact | on the accelerator | fell back to the CPU |", "|---|---|---|---|"]
+    for b in rows:
+        placed = b["placement"]
+        fallback = placed.get("fallback")
+        on = "; ".join(f"{name}: {part['nodes']} nodes, {part['flops_share']:.1%} of FLOPs"
+                       for name, part in placed["by_provider"].items()
+                       if not fallback or name not in ("CPUExecutionProvider", "builtin"))
+        back = ("—" if not fallback else
+                f"{fallback['nodes']} nodes ({', '.join(sorted(fallback['op_types']))}), "
+                f"{fallback['flops_share']:.1%} of FLOPs" if fallback["nodes"] else "none")
+        lines.append(f"| {b['target']} | {b['artifact']} | {on} | {back} |")
+    return lines + ["", "FLOPs are estimated from the tensor shapes (convolutions and "
+                    "matrix products exactly, other ops one per output element).", ""]
+
+
 def _verdict_table(report: dict) -> list[str]:
     lines = ["| target | artifact | budget | limit | value | verdict |", "|---|---|---|---:|---:|---|"]
     for v in report["verdicts"]:
@@ -259,6 +280,7 @@ def render_markdown(report: dict) -> str:
               *_benchmark_table(report), "",
               "peak MB is the benchmark process's peak resident memory; (model) is that minus "
               "the interpreter and runtime library before the model was loaded.", "",
+              *_placement_table(report),
               "## Verdicts", "", *_verdict_table(report), "",
               "## Manifest", "",
               f"- packages: {', '.join(f'{k} {v}' for k, v in m['packages'].items() if v)}",

@@ -81,26 +81,40 @@ def to_native(detail: dict, value: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(value, dtype=detail["dtype"])
 
 
+def load_error(path: str, exc: Exception) -> RuntimeInputError:
+    return RuntimeInputError(
+        f"LiteRT cannot load {path}: {str(exc).strip().splitlines()[0]}. Check that "
+        "the file is a complete .tflite model (re-export it)")
+
+
+def new_interpreter(path: str, threads: int | None = None, xnnpack: bool = True,
+                    delegate: str | None = None):
+    """(module, interpreter) for `path`, not yet allocated: an external `delegate` is
+    applied by now, XNNPACK (unless `xnnpack` is off) by the first allocate_tensors."""
+    if not os.path.isfile(path):
+        raise RuntimeInputError(f"model file not found: {path}")
+    module = interpreter_module()
+    kwargs = {"model_path": path, "num_threads": threads or None}
+    if delegate:
+        kwargs["experimental_delegates"] = [load_delegate(delegate, module)]
+    if not xnnpack:
+        kwargs["experimental_op_resolver_type"] = _resolver_without_xnnpack(module)
+    try:
+        return module, module.Interpreter(**kwargs)
+    except (ValueError, RuntimeError) as exc:
+        raise load_error(path, exc) from None
+
+
 class LiteRTSession(Session):
     engine = "litert"
 
     def __init__(self, path: str, threads: int | None = None, xnnpack: bool = True,
                  delegate: str | None = None):
-        if not os.path.isfile(path):
-            raise RuntimeInputError(f"model file not found: {path}")
-        module = interpreter_module()
-        kwargs = {"model_path": path, "num_threads": threads or None}
-        if delegate:
-            kwargs["experimental_delegates"] = [load_delegate(delegate, module)]
-        if not xnnpack:
-            kwargs["experimental_op_resolver_type"] = _resolver_without_xnnpack(module)
+        module, self._interpreter = new_interpreter(path, threads, xnnpack, delegate)
         try:
-            self._interpreter = module.Interpreter(**kwargs)
             self._interpreter.allocate_tensors()
         except (ValueError, RuntimeError) as exc:
-            raise RuntimeInputError(
-                f"LiteRT cannot load {path}: {str(exc).strip().splitlines()[0]}. Check that "
-                "the file is a complete .tflite model (re-export it)") from None
+            raise load_error(path, exc) from None
         self.threads, self.xnnpack, self.delegate = threads, xnnpack, delegate
         self._module_name = module.__name__
         self._inputs = self._interpreter.get_input_details()

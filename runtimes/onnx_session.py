@@ -49,9 +49,11 @@ class OnnxRuntimeSession(Session):
     engine = "onnxruntime"
 
     def __init__(self, path: str, threads: int | None = None,
-                 providers: list | None = None):
+                 providers: list | None = None, configure=None):
         """`providers`: names or (name, options) pairs in priority order; the CPU provider
-        is always last, for the nodes no other provider takes."""
+        is always last, for the nodes no other provider takes. `configure(options)` may
+        change the SessionOptions before the session is built (runtimes.placement turns
+        profiling on)."""
         import onnxruntime as ort  # the device extra installs it; imported late for speed
 
         if not os.path.isfile(path):
@@ -62,6 +64,8 @@ class OnnxRuntimeSession(Session):
             options.inter_op_num_threads = 1
         # A benchmark must not be skewed by threads spinning after each run.
         options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+        if configure is not None:
+            configure(options)
         names, provider_options = _provider_lists(providers or [])
         plugins = register_plugins(ort, names)
         check_available(names, ort.get_available_providers() + plugins)

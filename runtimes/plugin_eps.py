@@ -22,7 +22,8 @@ def register_plugins(ort, names: list[str]) -> list[str]:
     usable = []
     for name in names:
         package = PLUGIN_PACKAGES.get(name)
-        if package is None or name in ort.get_available_providers():
+        # Once registered it is listed as available, yet still attached through its devices.
+        if package is None or name in ort.get_available_providers() and name not in _registered:
             continue
         try:
             module = importlib.import_module(package)

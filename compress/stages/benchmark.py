@@ -85,6 +85,13 @@ class Job:
     device_flags: tuple[str, ...] = ()   # power meter, CPU pinning, providers: from the profile
     python: Optional[str] = None         # another local Python for the runner (the target's)
 
+    @property
+    def accelerated(self) -> bool:
+        """Runs on an execution provider or a delegate (XNNPACK included): where each op
+        ran is worth reporting."""
+        return ("--provider" in self.device_flags or bool(self.delegate)
+                or (self.artifact.format == "tflite" and self.xnnpack))
+
 
 def device_flags(profile) -> tuple[str, ...]:
     """The runner's power-meter and pinning options for a profile."""
@@ -139,8 +146,9 @@ def plan_jobs(candidates, targets, cores: dict[str, int],
 
 
 def _runner_args(path, inputs, evaluation, job: Job, config: Benchmark, metric,
-                 nhwc: bool = False) -> list[str]:
-    """What follows `python -m runtimes bench` (paths as the measuring machine sees them)."""
+                 nhwc: bool = False, first_round: bool = True) -> list[str]:
+    """What follows `python -m runtimes bench` (paths as the measuring machine sees them).
+    The metric and the op placement do not change between rounds: the first one has them."""
     cmd = [str(path), "--json", "--progress",
            "--samples", "--threads", str(job.threads), "--warmup", str(config.warmup),
            "--runs", str(math.ceil(config.runs / config.rounds)),
@@ -153,7 +161,9 @@ def _runner_args(path, inputs, evaluation, job: Job, config: Benchmark, metric,
     if str(path).endswith(".tflite"):
         cmd += [] if job.xnnpack else ["--no-xnnpack"]
         cmd += ["--delegate", job.delegate] if job.delegate else []
-    if evaluation:
+    if first_round and job.accelerated:
+        cmd += ["--placement"]
+    if evaluation and first_round:
         cmd += ["--eval", str(evaluation), "--metric", metric["name"]]
         if metric.get("primary"):
             cmd += ["--primary", metric["primary"]]
@@ -300,6 +310,7 @@ def _record(result: dict, job: Job, metric_info, host=None) -> dict:
         "energy_mj": result["energy_mj"], "energy_note": result["energy_note"],
         "runner_wall_s": result["wall_s"],
         "power": result.get("power"), "conditions": result.get("conditions"),
+        "placement": result.get("placement"),
         "metric": metric, "torch_loaded": result["torch_loaded"],
         "remote": {"host": str(host.spec.ssh.address), **host.times.to_dict()} if host else None,
         "emulated": measured_on.get("emulated"),
@@ -350,8 +361,8 @@ def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
             host, model, batch, evaluate = placed.get(
                 index, (None, ctx.path(artifact), inputs, evaluation))
             # The metric does not change between rounds: evaluate in the first one only.
-            args = _runner_args(model, batch, evaluate if round_index == 0 else None, job,
-                                config, metric_info, artifact.meta.get("channels_last", False))
+            args = _runner_args(model, batch, evaluate, job, config, metric_info,
+                                artifact.meta.get("channels_last", False), round_index == 0)
             cmd = (host.runner_command(args, config.timeout_s) if host else
                    [job.python or sys.executable, "-m", "runtimes", "bench", *args])
             label = (f"benchmark {artifact.id} on {job.target} ({job.threads} threads, round "

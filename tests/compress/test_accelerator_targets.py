@@ -53,3 +53,20 @@ def test_an_edge_tpu_target_without_its_delegate_is_unmeasured(project):
     assert report["benchmarks"] == []
     reasons = {v["reason"] for v in report["verdicts"] if v["status"] == "unmeasured"}
     assert any("libedgetpu.so.1" in reason for reason in reasons)
+
+
+def test_the_report_says_where_each_op_ran_on_an_accelerated_target(project):
+    # LiteRT with XNNPACK is the accelerated path every machine has: its placement is real.
+    stages = [{"type": "export.tflite", "mode": "fp32"},
+              {"type": "benchmark", "warmup": 1, "runs": 5, "rounds": 2}]
+    path = write_pipeline(project, pipeline_dict(targets=["rpi4"], stages=stages))
+    child = run_cli("run", path, cwd=project)
+    assert child.returncode == 0, child.stderr
+    bench = _report(project)["benchmarks"][0]
+    placement = bench["placement"]
+    assert placement["engine"] == "litert"
+    assert placement["by_provider"]["XNNPACK"]["nodes"] >= 1
+    shares = sum(part["flops_share"] for part in placement["by_provider"].values())
+    assert abs(shares - 1) < 1e-6
+    text = (project / "runs" / "t" / "report.md").read_text()
+    assert "## Where each op ran" in text and "XNNPACK" in text

@@ -1,0 +1,194 @@
+"""`compress preflight MODEL --profile P`: which ops of a model the profile's accelerator
+would not run, before any benchmark.
+
+The accelerator is the one the profile runs models on: its first onnxruntime execution
+provider with an op table (runtime.providers), or its LiteRT delegate (runtime.delegate);
+a profile that names neither is checked against its export preset's accelerator, if that
+has a table. Every node of the model is set against the table (export.op_support); where
+the provider is installed on this machine the placement onnxruntime or LiteRT really
+makes is shown beside it (runtimes.placement).
+
+Exit codes: 0 every op runs on the accelerator (or the profile has none: everything runs
+on the CPU), 1 some ops would fall back, 2 bad input (model, profile, or a model format
+the profile does not run).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compress.errors import ConfigError, MissingDependency, ModelError
+from export.op_support import (PRESET_TABLES, TABLES, ModelUnreadable, OpTable, check,
+                               list_ops, table_for_delegate, table_for_provider)
+
+CPU_EP = "CPUExecutionProvider"
+ENGINE_OF_FORMAT = {"onnx": "onnxruntime", "tflite": "litert"}
+
+
+@dataclass
+class Target:
+    """What a profile runs a model on."""
+    engine: str
+    table: OpTable | None
+    providers: list                    # onnxruntime: [(name, options)] in priority order
+    delegate: str | None
+    xnnpack: bool
+    fallback_to: str                   # where ops the accelerator does not take run
+    accelerated_by: str | None         # the provider or delegate the table is for
+    note: str | None = None
+
+
+def _target(profile, fmt: str) -> Target:
+    runtime = profile.runtime
+    engine = ENGINE_OF_FORMAT[fmt]
+    if engine not in runtime.engines:
+        suffix = {"onnxruntime": ".onnx", "litert": ".tflite"}
+        wanted = " or ".join(suffix[e] for e in runtime.engines)
+        raise ModelError(f"profile '{profile.name}' runs {', '.join(runtime.engines)} only "
+                         f"(runtime.engines): give it a {wanted} model")
+    providers = [(p.name, dict(p.options)) for p in getattr(runtime, "providers", None) or ()
+                 if p.name != CPU_EP] if engine == "onnxruntime" else []
+    delegate = runtime.delegate if engine == "litert" else None
+    target = Target(engine, None, providers, delegate, runtime.xnnpack, "CPU", None)
+    if engine == "onnxruntime":
+        for index, (name, options) in enumerate(providers):
+            table = table_for_provider(name, options)
+            if table is not None:
+                later = [n for n, _ in providers[index + 1:]]
+                target.table, target.accelerated_by = table, name
+                target.fallback_to = " or ".join([*later, "CPU"])
+                return target
+    elif delegate:
+        target.table, target.accelerated_by = table_for_delegate(delegate), delegate
+        return target
+    preset = profile.export.preset
+    table = TABLES.get(PRESET_TABLES.get(preset or ""))
+    if table is not None and table.format == fmt and not providers:
+        target.table = table
+        target.note = (f"the profile configures no provider or delegate, so its benchmarks "
+                       f"run on the CPU; checked against its export preset '{preset}' "
+                       f"({table.accelerator})")
+    return target
+
+
+def _measured(path: str, target: Target, threads: int | None) -> tuple[dict | None, str | None]:
+    """The placement the runtime really makes here, or why there is none."""
+    from runtimes.errors import ProviderUnavailable, RuntimeInputError
+    from runtimes.placement import litert_placement, onnx_placement
+
+    try:
+        if target.engine == "onnxruntime":
+            import onnxruntime as ort
+            missing = [n for n, _ in target.providers if n not in ort.get_available_providers()]
+            if missing:
+                return None, f"not installed here: {', '.join(missing)}"
+            return onnx_placement(path, target.providers, threads=threads), None
+        return litert_placement(path, xnnpack=target.xnnpack, delegate=target.delegate,
+                                threads=threads), None
+    except ProviderUnavailable:
+        return None, f"cannot be loaded here: {target.delegate}"
+    except (RuntimeInputError, ImportError) as exc:
+        return None, f"failed: {exc}"
+
+
+def _rows(support, target: Target) -> list[dict]:
+    groups: dict[tuple, list] = {}
+    for c in support.checks:
+        groups.setdefault((c.node.op, c.supported, c.on_accelerator, c.reason), []).append(c)
+    rows = []
+    for (op, supported, on_acc, reason), checks in groups.items():
+        rows.append({"op": op, "count": len(checks), "supported": supported,
+                     "runs_on": support.table.accelerator if on_acc else target.fallback_to,
+                     "reason": reason, "note": checks[0].note,
+                     "nodes": [c.node.name for c in checks]})
+    return rows
+
+
+def preflight(model: str, profile_name: str, measure: bool = True) -> dict:
+    """The preflight report of `model` for the profile `profile_name` (name or path)."""
+    from profiles import ProfileError, load_profile
+    try:
+        profile = load_profile(profile_name)
+    except ProfileError as exc:
+        raise ConfigError(str(exc)) from None
+    try:
+        ops = list_ops(model)
+    except ModelUnreadable as exc:
+        raise ModelError(str(exc)) from None
+    except ImportError:
+        raise MissingDependency("ai_edge_litert", "ai-edge-litert",
+                                "Reading the ops of a TFLite model") from None
+    target = _target(profile, ops.format)
+    report = {"model": model, "format": ops.format, "profile": profile.name,
+              "accelerator": None, "table": None, "source": None,
+              "nodes": len(ops.nodes), "ops": [], "fallback": None, "warnings": [],
+              "notes": [target.note] if target.note else [], "placement": None,
+              "placement_note": None}
+    if target.table is None:
+        accelerated = target.accelerated_by or next((n for n, _ in target.providers), None)
+        if accelerated or target.delegate:
+            report["verdict"] = (f"no op table for {accelerated or target.delegate}: nodes it "
+                                 "does not take run on the CPU")
+        else:
+            accelerator = profile.device.accelerator
+            report["verdict"] = "everything runs on the CPU (" + (
+                f"{profile.name} configures no provider or delegate for its {accelerator})"
+                if accelerator else f"{profile.name} has no accelerator)")
+            report["exit_code"] = 0
+            return report
+    else:
+        support = check(ops, target.table)
+        fallback = support.fallback()
+        n = len(support.checks)
+        report.update(accelerator=target.table.accelerator, table=target.table.name,
+                      source=target.table.source, nodes=n, ops=_rows(support, target),
+                      fallback=fallback, warnings=support.warnings,
+                      removed_before_placement=support.removed)
+        if target.table is TABLES["edgetpu"] and not any(
+                node.op == "edgetpu-custom-op" for node in ops.nodes):
+            report["notes"].append("not compiled for the Edge TPU yet: this is what the Edge "
+                                   "TPU compiler would map (edgetpu_compiler)")
+        if fallback["nodes"] == 0:
+            report["verdict"] = f"all {n} ops on {target.table.the}"
+        else:
+            share = fallback["flops_share"]
+            to = "the CPU" if target.fallback_to == "CPU" else target.fallback_to
+            report["verdict"] = (
+                f"{fallback['nodes']} of {n} ops ({', '.join(fallback['op_types'])}) would "
+                f"fall back to {to}"
+                + (f", ~{share:.1%} of FLOPs (estimate)" if share is not None else ""))
+    if measure and (target.providers or target.delegate):
+        report["placement"], report["placement_note"] = _measured(
+            model, target, profile.runtime.threads)
+    measured = (report["placement"] or {}).get("fallback") or {}
+    if measured.get("nodes"):
+        report["verdict"] += (f"; measured here, {measured['nodes']} node(s) ran elsewhere "
+                              f"({', '.join(measured['op_types'])})")
+    unsupported = (report["fallback"] or {}).get("nodes", 0) + measured.get("nodes", 0)
+    report["exit_code"] = 1 if unsupported else 0
+    return report
+
+
+def render(report: dict) -> str:
+    """The report as a table and a verdict line."""
+    head = f"{report['model']} ({report['format']}) for {report['profile']}"
+    if report["accelerator"]:
+        head += f": {report['accelerator']}, op table '{report['table']}' ({report['source']})"
+    lines = [head]
+    if report["ops"]:
+        lines.append(f"{'op type':<26} {'count':>5}  {'supported':<9}  {'would run on':<22} note")
+        for row in report["ops"]:
+            note = row["reason"] or row["note"]
+            lines.append(f"{row['op']:<26} {row['count']:>5}  "
+                         f"{'yes' if row['supported'] else 'no':<9}  {row['runs_on']:<22} {note}")
+    if report.get("removed_before_placement"):
+        lines.append(f"({report['removed_before_placement']} Constant/Identity/Dropout nodes "
+                     "are removed by onnxruntime before placement and not counted)")
+    lines += [f"warning: {w}" for w in report["warnings"]]
+    lines += [f"note: {n}" for n in report["notes"]]
+    if report["placement"]:
+        from runtimes.placement import describe
+        lines.append(f"measured here: {describe(report['placement'])}")
+    elif report["placement_note"]:
+        lines.append(f"measured placement: none, {report['placement_note']}")
+    lines.append(f"verdict: {report['verdict']}")
+    return "\n".join(lines)
