@@ -9,6 +9,7 @@ refused unless the target says `accept_new_host_key: true`, a changed key always
 from __future__ import annotations
 
 import math
+import os
 import re
 import shlex
 import shutil
@@ -145,7 +146,10 @@ class SshConnection:
     def open(self) -> None:
         """Connect (host key check, authentication) and keep the connection for every
         later command. Its stderr goes to a file: a pipe would stay open as long as the
-        backgrounded master lives."""
+        backgrounded master lives. A master still alive is kept (a second one could not
+        bind the socket and would live on, unreachable, as a plain connection)."""
+        if self._master_alive():
+            return
         with tempfile.TemporaryFile() as log:
             try:
                 proc = subprocess.run(
@@ -158,6 +162,14 @@ class SshConnection:
             log.seek(0)
             if proc.returncode != 0:
                 raise RemoteError(_explain(log.read().decode(errors="replace"), self.settings))
+
+    def _master_alive(self) -> bool:
+        if not os.path.exists(self._control_path):
+            return False
+        check = subprocess.run(self._options(master=False) + [
+            "-O", "check", self.settings.address.destination], stdin=subprocess.DEVNULL,
+            capture_output=True, timeout=15)
+        return check.returncode == 0
 
     def command(self, remote: list[str] | str) -> list[str]:
         """The local argv that runs `remote` on the device: an argv (quoted here for the

@@ -195,3 +195,21 @@ def test_a_relative_workdir_is_taken_from_the_login_directory(project, sshd, wor
     child = run_remote(project, remote_target(sshd, relative), stages)
     assert child.returncode == 0, child.stderr
     assert list(workdir.iterdir()) == []
+
+
+def test_a_second_connect_keeps_the_one_master(sshd):
+    from compress.remote.ssh import SshConnection, SshSettings, parse_address
+    connection = SshConnection(SshSettings(parse_address(sshd.address), identity=sshd.identity,
+                                           known_hosts=sshd.known_hosts))
+    try:
+        connection.open()
+        connection.open()  # as stage() does after a long compression
+        masters = subprocess.run(["pgrep", "-f", f"ControlPath={connection._control_path}"],
+                                 capture_output=True, text=True).stdout.split()
+        assert len(masters) == 1
+    finally:
+        connection.close()
+    time.sleep(0.5)
+    left = subprocess.run(["pgrep", "-f", f"ControlPath={connection._control_path}"],
+                          capture_output=True, text=True).stdout.split()
+    assert left == []
