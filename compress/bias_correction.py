@@ -52,8 +52,10 @@ def _channel_means(model, outputs: list[str], feeds: list[dict], threads: int) -
 
 
 def _correctable_layers(quantized) -> list[tuple]:
-    """(node name, output, bias initializer, bias scale initializer) in graph order."""
+    """(node name, output, bias initializer, bias scale initializer) in graph order; the
+    scale is None for a bias left in float (`quantize_bias: false`, TensorRT's way)."""
     producer = {out: node for node in quantized.graph.node for out in node.output}
+    initializers = {init.name for init in quantized.graph.initializer}
     layers = []
     for node in quantized.graph.node:
         if node.op_type not in CORRECTABLE or len(node.input) < 3:
@@ -61,6 +63,10 @@ def _correctable_layers(quantized) -> list[tuple]:
         dequant = producer.get(node.input[2])
         if dequant is not None and dequant.op_type == "DequantizeLinear":
             layers.append((node.name, node.output[0], dequant.input[0], dequant.input[1]))
+        elif dequant is None and node.input[2] in initializers and getattr(
+                producer.get(node.input[1]), "op_type", None) == "DequantizeLinear":
+            # a quantized layer whose bias stayed float (layers kept in float are left alone)
+            layers.append((node.name, node.output[0], node.input[2], None))
     return layers
 
 
@@ -81,10 +87,13 @@ def correct_biases(float_path: Path, quantized_path: Path, feeds: list[dict], *,
     largest_shift = 0.0
     for (name, output, bias_name, scale_name), target in zip(layers, targets):
         current = _channel_means(quantized, [output], feeds, threads)[0]
-        bias = numpy_helper.to_array(initializers[bias_name]).astype(np.int64)
-        scale = numpy_helper.to_array(initializers[scale_name]).astype(np.float64)
-        shift = np.round((current - target) / scale).astype(np.int64)
-        corrected = np.clip(bias - shift, -2**31, 2**31 - 1).astype(np.int32)
+        bias = numpy_helper.to_array(initializers[bias_name])
+        if scale_name is None:  # a float bias takes the difference as it is
+            corrected = (bias - (current - target)).astype(bias.dtype)
+        else:
+            scale = numpy_helper.to_array(initializers[scale_name]).astype(np.float64)
+            shift = np.round((current - target) / scale).astype(np.int64)
+            corrected = np.clip(bias.astype(np.int64) - shift, -2**31, 2**31 - 1).astype(np.int32)
         initializers[bias_name].CopyFrom(numpy_helper.from_array(corrected, bias_name))
         largest_shift = max(largest_shift, float(np.abs(current - target).max()))
         advance(1)

@@ -67,6 +67,29 @@ class _Reader:
         return feed
 
 
+def _static_options(source: Path, config, act, weight, exclude: list) -> tuple[dict, dict]:
+    """(extra_options, other quantize_static arguments) for the types and symmetry the
+    stage asks for, with onnxruntime's QNN config merged in for `qnn: true`."""
+    extra = {"CalibPercentile": config.percentile} if config.calibration == "percentile" else {}
+    if config.symmetric_activations:
+        extra["ActivationSymmetric"] = True
+    if config.symmetric_weights is not None:
+        extra["WeightSymmetric"] = config.symmetric_weights
+    if not config.quantize_bias:
+        extra["QuantizeBias"] = False
+    if not config.qnn:
+        return extra, {}
+    qnn = require("onnxruntime.quantization.execution_providers.qnn", "quantize with qnn: true")
+    # the QNN config's per-op overrides (types HTP implements) and options; the stage's own
+    # options go on top (they agree: the same types and symmetry are passed in)
+    qnn_config = qnn.get_qnn_qdq_config(
+        str(source), None, activation_type=act, weight_type=weight,
+        per_channel=config.per_channel, activation_symmetric=config.symmetric_activations,
+        weight_symmetric=config.symmetric_weights, nodes_to_exclude=exclude or None)
+    return ({**qnn_config.extra_options, **extra},
+            {"op_types_to_quantize": qnn_config.op_types_to_quantize})
+
+
 def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple = (),
                         ranges: Path | None = None) -> dict:
     """QDQ int8 with calibrated activation ranges. `ranges`: a calibration cache file
@@ -76,15 +99,20 @@ def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple 
                                           quantize_static)
     data = ctx.require_dataset("calibration", "int8-static quantization")
     spec = ctx.pipeline.model.inputs[0]
-    batch = 2 if ctx.pipeline.model.dynamic_batch else spec.shape[0]
+    # a dynamic batch is calibrated two samples at a time; a fixed one (static_shapes
+    # included) as declared
+    dynamic = ctx.pipeline.model.dynamic_batch and not config.static_shapes
+    batch = 2 if dynamic else spec.shape[0]
     usable = min(config.samples, len(data)) // batch * batch
     if usable == 0:
         raise ModelError(f"int8-static needs at least {batch} calibration samples; got {len(data)}")
     inputs = data.head(usable)
     method = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
               "percentile": CalibrationMethod.Percentile}[config.calibration]
-    extra = {"CalibPercentile": config.percentile} if config.calibration == "percentile" else {}
-    act = QuantType.QUInt8 if config.activations == "uint8" else QuantType.QInt8
+    act = QuantType[QUANT_TYPES[config.activations]]
+    weight = QuantType[QUANT_TYPES[config.weights]]
+    excluded = list(config.exclude_nodes) + list(exclude)
+    extra, more = _static_options(source, config, act, weight, excluded)
     shared = ranges is not None
     ranges = ranges or target.parent / "calibration_ranges.json"
     calibrated = ranges.is_file()
@@ -98,16 +126,65 @@ def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple 
             _entropy_ranges(source, reader, config, ranges)
         quantize_static(str(source), str(target), reader, quant_format=QuantFormat.QDQ,
                         per_channel=config.per_channel, reduce_range=config.reduce_range,
-                        activation_type=act, weight_type=QuantType.QInt8,
-                        nodes_to_exclude=list(config.exclude_nodes) + list(exclude) or None,
+                        activation_type=act, weight_type=weight,
+                        nodes_to_exclude=excluded or None,
                         calibrate_method=method, extra_options=extra,
-                        calibration_cache_path=ranges)
+                        calibration_cache_path=ranges, **more)
     if not shared:
         ranges.unlink(missing_ok=True)
     meta = {"calibration": config.calibration, "calibration_samples": usable}
     if config.bias_correction:
         meta["bias_correction"] = _bias_correction(source, target, inputs, batch, config, ctx)
     return meta
+
+
+# the stage's type names -> onnxruntime's QuantType members
+QUANT_TYPES = {"uint8": "QUInt8", "int8": "QInt8", "uint16": "QUInt16", "int16": "QInt16"}
+
+
+def qdq_summary(path: Path) -> dict:
+    """What the QDQ graph holds: how many activation QuantizeLinear nodes of each type,
+    weight initializers of each type behind a DequantizeLinear, int32 biases, whether
+    every zero point is the symmetric one, the weights' integer range, the Q/DQ domain."""
+    onnx = require("onnx", "quantize")
+    from onnx import numpy_helper
+
+    graph = onnx.load(str(path)).graph
+    inits = {i.name: i for i in graph.initializer}
+
+    def zero_point(node):
+        return numpy_helper.to_array(inits[node.input[2]]) if len(node.input) > 2 \
+            and node.input[2] in inits else None
+
+    def symmetric(points: list) -> bool | None:
+        # zero point 0 for signed types, the middle of the range for unsigned ones
+        if not points:
+            return None
+        return all(np.all(p == (0 if p.dtype.kind == "i" else 1 << (8 * p.dtype.itemsize - 1)))
+                   for p in points)
+
+    activations, weights, act_points, weight_points = Counter(), Counter(), [], []
+    biases, low, high, domains = 0, 0, 0, set()
+    for node in graph.node:
+        if node.op_type not in ("QuantizeLinear", "DequantizeLinear"):
+            continue
+        domains.add(node.domain or "ai.onnx")
+        if node.op_type == "QuantizeLinear" and zero_point(node) is not None:
+            activations[str(zero_point(node).dtype)] += 1
+            act_points.append(zero_point(node))
+        elif node.op_type == "DequantizeLinear" and node.input[0] in inits:
+            values = numpy_helper.to_array(inits[node.input[0]])
+            if values.dtype == np.int32:
+                biases += 1
+                continue
+            weights[str(values.dtype)] += 1
+            low, high = min(low, int(values.min())), max(high, int(values.max()))
+            if zero_point(node) is not None:
+                weight_points.append(zero_point(node))
+    return {"activation_types": dict(activations), "weight_types": dict(weights),
+            "int32_biases": biases, "symmetric_activations": symmetric(act_points),
+            "symmetric_weights": symmetric(weight_points), "weight_range": [low, high],
+            "qdq_domains": sorted(domains)}
 
 
 def _bias_correction(float_model: Path, target: Path, inputs: dict, batch: int,

@@ -6,13 +6,14 @@ import os
 from typing import Literal, Optional
 
 import numpy as np
-from pydantic import Field, PositiveInt, ValidationError, model_validator
+from pydantic import Field, PositiveInt, model_validator
 
 from compress.artifacts import Output
 from compress.errors import ModelError
 from compress.lazy import require
 from compress.stagebase import StageConfig, register
 from compress.parity import parity_inputs, torch_outputs
+from export import presets
 
 PRECISION = {"fp32": "fp32", "fp16": "fp16", "dynamic-int8": "int8-dynamic", "int8": "int8"}
 
@@ -35,6 +36,10 @@ class ExportTflite(StageConfig):
     bias_correction_samples: PositiveInt = Field(
         64, description="calibration samples used for bias correction (spread evenly)")
     parity_samples: PositiveInt = Field(32, description="samples compared with torch")
+    preset: presets.PresetName = Field(
+        None, description="export preset (export/presets/) whose TFLite settings (mode, io, "
+        "channels_last) fill the ones this stage leaves unset; default: the one the targets' "
+        "profiles name (export.preset), among targets that run litert; 'none' for none")
 
     @property
     def io_type(self) -> str:
@@ -56,8 +61,28 @@ class ExportTflite(StageConfig):
         return ("calibration",) if self.mode == "int8" else ()
 
     def for_targets(self, targets: list) -> "ExportTflite":
-        if "mode" in self.model_fields_set:
-            return self
+        # a mode set on the stage, or by the preset it names, wins over the targets' modes
+        config = self if "mode" in self.model_fields_set or self._named_preset_sets_mode() \
+            else self._mode_for(targets)
+        mode = f" mode {config.mode}" if "mode" in config.model_fields_set else ""
+        return presets.apply(config, targets, "litert", config._preset_settings,
+                             f"export.tflite{mode}")
+
+    def _preset_settings(self, preset) -> Optional[dict]:
+        """What `preset` sets on this stage: its TFLite settings, which are for its mode
+        (None for a preset without them, or when this stage has set another mode)."""
+        settings = preset.for_tflite()
+        if settings is None or ("mode" in self.model_fields_set
+                                and settings.get("mode", self.mode) != self.mode):
+            return None
+        return settings
+
+    def _named_preset_sets_mode(self) -> bool:
+        named = self.preset not in (None, presets.NONE)
+        return named and "mode" in (presets.get(self.preset).for_tflite() or {})
+
+    def _mode_for(self, targets: list) -> "ExportTflite":
+        """The mode the targets' profiles ask for (export.tflite_mode)."""
         wanted = {name: p.export.tflite_mode for name, p in targets if p.export.tflite_mode}
         modes = set(wanted.values())
         if len(modes) > 1:
@@ -67,11 +92,7 @@ class ExportTflite(StageConfig):
         if not modes:
             return self
         mode = modes.pop()
-        try:
-            return type(self).model_validate({**self.model_dump(exclude_unset=True), "mode": mode})
-        except ValidationError as exc:
-            raise ValueError(f"mode {mode} (asked for by {', '.join(wanted)}): "
-                             f"{exc.errors()[0]['msg'].removeprefix('Value error, ')}") from None
+        return presets.fill(self, {"mode": mode}, f"mode {mode} (asked for by {', '.join(wanted)})")
 
 
 def _calibration(ctx, config: ExportTflite, channels_last: bool) -> list[dict]:
@@ -157,4 +178,6 @@ def run(artifact, config: ExportTflite, ctx) -> list[Output]:
             "parity": {"worst": {"output": "output", **parity}}, "tensors": report}
     if corrected:
         meta["bias_correction"] = corrected
+    if config.preset not in (None, presets.NONE):
+        meta["preset"] = presets.record(config, presets.get(config.preset).for_tflite())
     return [Output(target, "tflite", PRECISION[config.mode], meta)]

@@ -12,10 +12,11 @@ from pydantic import Field, NonNegativeFloat, PositiveInt, field_validator, mode
 from compress.artifacts import Output
 from compress.errors import ModelError
 from compress.lazy import require
-from compress.quant.ort_int8 import (op_histogram, preprocess, quantize_dynamic_int8,
-                                     quantize_static_qdq)
+from compress.quant.ort_int8 import (op_histogram, preprocess, qdq_summary,
+                                     quantize_dynamic_int8, quantize_static_qdq)
 from compress.stagebase import StageConfig, register
 from compress.training import TrainSettings
+from export import presets
 
 PRECISION = {"int8-static": "int8", "int8-dynamic": "int8", "int8-qat": "int8",
              "int4-weight-only": "int4", "fp16": "fp16"}
@@ -25,7 +26,9 @@ SEARCHABLE = {"int8-static": ("Conv", "MatMul", "Gemm"), "int8-dynamic": ("MatMu
 
 
 class Quantize(StageConfig):
-    cache_version = 2  # 2: int4 schemes, asymmetric int4 by default, effective bits recorded
+    # 2: int4 schemes, asymmetric int4 by default, effective bits recorded; 3: presets,
+    # the graph's Q/DQ types recorded
+    cache_version = 3
     type: Literal["quantize"] = "quantize"
     backend: Literal["onnxruntime", "neural-compressor"] = Field(
         "onnxruntime", description="onnxruntime: quantizes an ONNX artifact; "
@@ -43,10 +46,31 @@ class Quantize(StageConfig):
     entropy_bins: PositiveInt = Field(2048, description="histogram bins for entropy calibration")
     samples: PositiveInt = Field(256, description="calibration samples to use (at most)")
     per_channel: bool = True
-    activations: Literal["uint8", "int8"] = Field(
+    activations: Literal["uint8", "int8", "uint16", "int16"] = Field(
         "uint8", description="uint8 activations + int8 weights (U8S8) get onnxruntime's fast "
-        "x86 kernels; int8 (S8S8) leaves many convs in float on x86")
+        "x86 kernels; int8 (S8S8) leaves many convs in float on x86; uint16/int16 (A16W8) "
+        "for NPUs that run 16-bit activations (Qualcomm HTP), in float on a CPU")
+    weights: Literal["int8", "uint8"] = Field("int8", description="int8-static: weight type")
     reduce_range: bool = Field(False, description="7-bit weights, for x86 CPUs without VNNI")
+    symmetric_activations: bool = Field(
+        False, description="int8-static: activation ranges centred on 0 (zero point 0 for "
+        "int8; TensorRT needs it)")
+    symmetric_weights: Optional[bool] = Field(
+        None, description="int8-static: weights with zero point 0 (default: onnxruntime's, "
+        "symmetric for signed weights)")
+    quantize_bias: bool = Field(
+        True, description="int8-static: int32 biases behind a DequantizeLinear (false: float "
+        "biases, as TensorRT takes them)")
+    qnn: bool = Field(
+        False, description="int8-static: onnxruntime's QNN config (get_qnn_qdq_config): the "
+        "per-op type overrides Qualcomm's HTP needs")
+    static_shapes: bool = Field(
+        False, description="fix every dynamic dimension to the shapes model.inputs declares "
+        "before quantizing (NPUs and graph compilers compile one shape)")
+    preset: presets.PresetName = Field(
+        None, description="export preset (export/presets/) whose settings fill the ones this "
+        "stage leaves unset; default: the one the targets' profiles name (export.preset); "
+        "'none' for none")
     preprocess: bool = Field(True, description="onnxruntime's quant_pre_process first (int8)")
     bias_correction: bool = Field(
         True, description="int8-static: sequential empirical bias correction of every "
@@ -128,6 +152,19 @@ class Quantize(StageConfig):
                              "int8-static, int8-dynamic or int4-weight-only)")
         return self
 
+    @model_validator(mode="after")
+    def _settings_fit_scheme(self):
+        static = self.scheme == "int8-static" and self.backend == "onnxruntime"
+        if not static and (self.qnn or self.activations in ("uint16", "int16")):
+            what = "qnn" if self.qnn else f"activations {self.activations}"
+            raise ValueError(f"{what} is for scheme int8-static with backend onnxruntime "
+                             f"(this stage: {self.scheme}, {self.backend})")
+        if self.static_shapes and (self.backend != "onnxruntime" or self.scheme == "int8-qat"):
+            raise ValueError("static_shapes fixes the ONNX model the onnxruntime back end "
+                             "quantizes; int8-qat and neural-compressor export from torch with "
+                             "the declared shapes (set dynamic_batch: false)")
+        return self
+
     def required_data(self) -> tuple[str, ...]:
         calibrated = self.scheme == "int8-static" or self.algorithm in ("gptq", "awq")
         needed = ("calibration",) if calibrated else ()
@@ -135,6 +172,18 @@ class Quantize(StageConfig):
         return needed + (("evaluation",) if self.max_drop is not None else ())
 
     def for_targets(self, targets: list) -> "Quantize":
+        what = f"quantize {self.scheme}" + (
+            f" with backend {self.backend}" if self.backend != "onnxruntime" else "")
+        config = presets.apply(self, targets, "onnxruntime", self._preset_settings, what)
+        return config._max_drop_for(targets)
+
+    def _preset_settings(self, preset) -> Optional[dict]:
+        """What `preset` sets on this stage; None where it has nothing for it."""
+        if self.backend != "onnxruntime":
+            return None
+        return preset.for_quantize(self.scheme)
+
+    def _max_drop_for(self, targets: list) -> "Quantize":
         if self.max_drop != "targets":
             return self
         budgets = {name: p.budget.accuracy_drop for name, p in targets
@@ -262,7 +311,8 @@ def run(artifact, config: Quantize, ctx) -> list[Output]:
     source = ctx.path(artifact)
     ops_before = op_histogram(source)
     int8 = config.scheme.startswith("int8")
-    prepared = preprocess(source, ctx.out_dir, ctx) if config.preprocess and int8 else source
+    fixed, shapes = _static_shapes(source, config, ctx) if config.static_shapes else (source, None)
+    prepared = preprocess(fixed, ctx.out_dir, ctx) if config.preprocess and int8 else fixed
     target = ctx.out_dir / "model.onnx"
     quantize_one = _quantizer(config, prepared, ops_before, ctx)
     try:
@@ -273,13 +323,34 @@ def run(artifact, config: Quantize, ctx) -> list[Output]:
                 meta = _accuracy_aware(quantize_one, prepared, target, config, ctx)
     finally:
         (ctx.out_dir / "calibration_ranges.json").unlink(missing_ok=True)
-    if prepared != source:
-        prepared.unlink()
+    for temporary in {prepared, fixed} - {source}:
+        temporary.unlink()
     meta.update(scheme=config.scheme, ops=dict(op_histogram(target)),
                 excluded_nodes=list(config.exclude_nodes))
     if int8:
         meta.update(per_channel=config.per_channel, activations=config.activations)
+    if config.scheme == "int8-static":
+        meta["qdq"] = qdq_summary(target)
+    if shapes is not None:
+        meta["static_shapes"] = shapes
+    if config.preset not in (None, presets.NONE):
+        meta["preset"] = presets.record(config, config._preset_settings(presets.get(config.preset)))
     if config.scheme == "int4-weight-only":
         from compress.quant.int4 import weight_precision
         meta["weights"] = weight_precision(source, target)
     return [Output(target, "onnx", PRECISION[config.scheme], meta)]
+
+
+def _static_shapes(source: Path, config: Quantize, ctx) -> tuple[Path, dict]:
+    """The model with every dynamic dimension fixed to the declared shapes (a file in the
+    stage's folder, or `source` when it is static already), and what was fixed."""
+    from export.static_shapes import ShapeConflict, fix_file
+
+    target = ctx.out_dir / "static.onnx"
+    shapes = {d.name: list(d.shape) for d in ctx.pipeline.model.inputs}
+    try:
+        report = fix_file(source, target, shapes)
+    except ShapeConflict as exc:
+        asked = f" (asked for by preset {config.preset})" if config.preset else ""
+        raise ModelError(f"static_shapes{asked}: {exc}") from None
+    return (source if report["already_static"] else target), report
