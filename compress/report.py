@@ -90,7 +90,9 @@ def _artifact_table(report: dict) -> list[str]:
         worst = a["meta"].get("parity", {}).get("worst")
         parity = (f"max abs {worst['max_abs_error']:.2g}, cosine {worst['cosine']:.6f}, "
                   f"top-1 {worst['top1_agreement']:.3f}" if worst and "cosine" in worst else "—")
-        lines.append(f"| {a['id']} | {a['format']} | {a['precision']} | {a['parent'] or '—'} | "
+        preset = (a["meta"].get("preset") or {}).get("name")
+        precision = a["precision"] + (f" (preset {preset})" if preset else "")
+        lines.append(f"| {a['id']} | {a['format']} | {precision} | {a['parent'] or '—'} | "
                      f"{a['size_bytes'] / 2**20:.3f} | {parity} | {a['sha256'][:12]} |")
     return lines
 
