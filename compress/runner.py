@@ -125,6 +125,9 @@ def _preflight(ctx: RunContext) -> None:
         for role in stage.required_data():
             kind = next((getattr(stage, key) for key in ("scheme", "method", "mode")
                          if getattr(stage, key, None)), None)
+            preset = getattr(stage, "preset", None)
+            if preset and preset != "none":  # the preset may be what asked for int8
+                kind = f"{kind}, preset {preset}" if kind else f"preset {preset}"
             ctx.require_dataset(role, f"stage {index} ({stage.type}{', ' + kind if kind else ''})")
     evaluation = ctx.dataset("evaluation")
     if evaluation is not None and ctx.metric().type == "accuracy" and evaluation.labels is None:

@@ -438,7 +438,7 @@ CASES = [
     Case("profile-unknown-engine", _unknown_engine,
          ("my-board.yaml: runtime.engines.0:", "'onnxruntime' or 'litert'"), validate=True),
     Case("tflite-int8-from-profile-without-calibration", _int8_from_profile_without_calibration,
-         ("stage 1 (export.tflite, int8) needs data.calibration",)),
+         ("stage 1 (export.tflite, int8, preset arm64) needs data.calibration",)),
     Case("tflite-source-corrupt", _corrupt_tflite_source,
          ("model.tflite: LiteRT cannot load", "given.tflite", "complete .tflite model")),
     Case("tflite-source-with-export-stage", _tflite_source_with_export,

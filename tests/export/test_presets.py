@@ -278,7 +278,7 @@ def test_int8_io_preset_without_calibration_data_exits_2(project):
                          data={"evaluation": "data:evaluation", "metric": {"type": "accuracy"}})
     child = run_cli("run", write_pipeline(project, data), "--quiet", cwd=project)
     assert child.returncode == 2 and "Traceback" not in child.stderr
-    assert "(export.tflite, int8) needs data.calibration" in child.stderr
+    assert "(export.tflite, int8, preset edgetpu) needs data.calibration" in child.stderr
 
 
 def test_static_shapes_contradicting_the_declared_shape_exit_2(project):
