@@ -8,6 +8,7 @@ thread only in between, and `stop()` returns the window's figures net of the idl
 """
 from __future__ import annotations
 
+import abc
 import statistics
 import threading
 import time
@@ -50,7 +51,7 @@ def pick_rails(labels: list[str], rail: str | None, meter: str,
     return list(labels), f"sum of rails {'+'.join(labels)}"
 
 
-class Meter:
+class Meter(abc.ABC):
     name = "meter"
     kind = "power"                 # "power": read() gives watts; "energy": cumulative joules
     default_interval_ms = 100.0
@@ -67,9 +68,9 @@ class Meter:
         self._window_start = 0.0
 
     # --- what each meter provides -------------------------------------------------
+    @abc.abstractmethod
     def read(self) -> float:
         """One reading: watts (kind "power") or cumulative joules (kind "energy")."""
-        raise NotImplementedError
 
     def close(self) -> None:
         """Release what the meter holds (a library handle); the meter is not used after."""
