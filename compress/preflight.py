@@ -17,11 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compress.errors import ConfigError, MissingDependency, ModelError
+from compress.stages.benchmark import ENGINE_OF_FORMAT
 from export.op_support import (PRESET_TABLES, TABLES, ModelUnreadable, OpTable, check,
                                list_ops, table_for_delegate, table_for_provider)
 
 CPU_EP = "CPUExecutionProvider"
-ENGINE_OF_FORMAT = {"onnx": "onnxruntime", "tflite": "litert"}
 
 
 @dataclass

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from compress.remote.host import RemoteHost, RemoteSpec
 from compress.remote.ssh import SshSettings, parse_address
-
-ENGINE_OF_FORMAT = {"onnx": "onnxruntime", "tflite": "litert"}
+from compress.stages.benchmark import ENGINE_OF_FORMAT
 
 
 def remote_spec(target, pipeline) -> RemoteSpec:
