@@ -20,8 +20,15 @@ from compress.errors import ConfigError, MissingDependency, ModelError
 from compress.stages.benchmark import ENGINE_OF_FORMAT
 from export.op_support import (PRESET_TABLES, TABLES, ModelUnreadable, OpTable, check,
                                list_ops, table_for_delegate, table_for_provider)
+from runtimes.litert_gpu import GPU_DELEGATE
 
 CPU_EP = "CPUExecutionProvider"
+# Checked on ai-edge-litert 2.3: its analyzer (_pywrap_analyzer_wrapper, gpu_compatibility)
+# calls every model compatible, one of RFFT2D and COMPLEX_ABS included, so it is no check.
+GPU_NO_TABLE = ("LiteRT's GPU accelerator has no op table here: the GPU compatibility "
+                "check shipped with ai-edge-litert passes every model, so it is not used. "
+                "Compiling the model on a machine with a GPU tells whether the GPU takes "
+                "all of it (the measured placement below, and every benchmark's)")
 
 
 @dataclass
@@ -35,6 +42,7 @@ class Target:
     fallback_to: str                   # where ops the accelerator does not take run
     accelerated_by: str | None         # the provider or delegate the table is for
     note: str | None = None
+    delegate_options: dict | None = None
 
 
 def _target(profile, fmt: str) -> Target:
@@ -48,7 +56,8 @@ def _target(profile, fmt: str) -> Target:
     providers = [(p.name, dict(p.options)) for p in getattr(runtime, "providers", None) or ()
                  if p.name != CPU_EP] if engine == "onnxruntime" else []
     delegate = runtime.delegate if engine == "litert" else None
-    target = Target(engine, None, providers, delegate, runtime.xnnpack, "CPU", None)
+    target = Target(engine, None, providers, delegate, runtime.xnnpack, "CPU", None,
+                    delegate_options=dict(runtime.delegate_options) if delegate else None)
     if engine == "onnxruntime":
         for index, (name, options) in enumerate(providers):
             table = table_for_provider(name, options)
@@ -59,6 +68,8 @@ def _target(profile, fmt: str) -> Target:
                 return target
     elif delegate:
         target.table, target.accelerated_by = table_for_delegate(delegate), delegate
+        if delegate == GPU_DELEGATE:
+            target.note = GPU_NO_TABLE
         return target
     preset = profile.export.preset
     table = TABLES.get(PRESET_TABLES.get(preset or ""))
@@ -73,7 +84,7 @@ def _target(profile, fmt: str) -> Target:
 def _measured(path: str, target: Target, threads: int | None) -> tuple[dict | None, str | None]:
     """The placement the runtime really makes here, or why there is none."""
     from runtimes.errors import ProviderUnavailable, RuntimeInputError
-    from runtimes.placement import litert_placement, onnx_placement
+    from runtimes.placement import onnx_placement, placement
 
     try:
         if target.engine == "onnxruntime":
@@ -82,10 +93,10 @@ def _measured(path: str, target: Target, threads: int | None) -> tuple[dict | No
             if missing:
                 return None, f"not installed here: {', '.join(missing)}"
             return onnx_placement(path, target.providers, threads=threads), None
-        return litert_placement(path, xnnpack=target.xnnpack, delegate=target.delegate,
-                                threads=threads), None
-    except ProviderUnavailable:
-        return None, f"cannot be loaded here: {target.delegate}"
+        return placement(path, "litert", xnnpack=target.xnnpack, delegate=target.delegate,
+                         delegate_options=target.delegate_options, threads=threads), None
+    except ProviderUnavailable as exc:
+        return None, f"not available here: {exc}"
     except (RuntimeInputError, ImportError) as exc:
         return None, f"failed: {exc}"
 
@@ -163,7 +174,11 @@ def preflight(model: str, profile_name: str, measure: bool = True) -> dict:
     if measured.get("nodes"):
         report["verdict"] += (f"; measured here, {measured['nodes']} node(s) ran elsewhere "
                               f"({', '.join(measured['op_types'])})")
-    unsupported = (report["fallback"] or {}).get("nodes", 0) + measured.get("nodes", 0)
+    split = (report["placement"] or {}).get("fully_accelerated") is False
+    if split:
+        report["verdict"] += "; measured here, some nodes ran on the CPU (LiteRT says not which)"
+    unsupported = ((report["fallback"] or {}).get("nodes", 0) + measured.get("nodes", 0)
+                   + split)
     report["exit_code"] = 1 if unsupported else 0
     return report
 

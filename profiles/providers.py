@@ -57,3 +57,25 @@ def check_options(name: str, options: dict) -> None:
         raise ValueError(f"{name} has no option {', '.join(repr(u) for u in unknown)}; its "
                          f"options are: {known} (an option missing from this list: set "
                          "check_options: false on the provider)")
+
+
+# LiteRT's GPU accelerator (`delegate: gpu`): the fields of ai-edge-litert's GpuOptions.
+LITERT_GPU_OPTIONS = ("enforce_f32", "constant_tensor_sharing", "infinite_float_capping",
+                      "benchmark_mode", "allow_src_quantized_fc_conv_ops",
+                      "hint_waiting_for_completion")
+
+
+def check_delegate_options(delegate: str | None, options: dict) -> None:
+    """ValueError for options without a delegate, or ones the GPU accelerator lacks (an
+    external library's options are its own: they are passed on unchecked)."""
+    if options and not delegate:
+        raise ValueError("delegate_options needs a `delegate` to give them to")
+    if delegate == "gpu":
+        unknown = sorted(set(options) - set(LITERT_GPU_OPTIONS))
+        if unknown:
+            raise ValueError(f"the LiteRT GPU accelerator has no option "
+                             f"{', '.join(map(repr, unknown))}; its options are: "
+                             f"{', '.join(LITERT_GPU_OPTIONS)}")
+        bad = sorted(k for k, v in options.items() if not isinstance(v, bool))
+        if bad:
+            raise ValueError(f"GPU options {', '.join(bad)}: give true or false")

@@ -4,7 +4,8 @@ from __future__ import annotations
 from typing import Literal, Optional, Union
 
 from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt,
-                      PositiveFloat, PositiveInt, field_validator, model_validator)
+                      PositiveFloat, PositiveInt, StrictBool, field_validator,
+                      model_validator)
 
 
 class _Strict(BaseModel):
@@ -55,9 +56,14 @@ class Runtime(_Strict):
     xnnpack: bool = Field(True, description="LiteRT: run on the XNNPACK CPU delegate "
                           "(false: TFLite's built-in kernels)")
     delegate: Optional[str] = Field(
-        None, description="LiteRT: an external delegate library to load, e.g. "
-        "libedgetpu.so.1 (Coral Edge TPU) or libvx_delegate.so (NPU); the run stops before "
-        "any work if it cannot be loaded")
+        None, description="LiteRT: 'gpu' for LiteRT's GPU accelerator (WebGPU on Vulkan, "
+        "shipped with ai-edge-litert), or an external delegate library to load, e.g. "
+        "libedgetpu.so.1 (Coral Edge TPU) or libvx_delegate.so (NPU). Where it cannot be "
+        "used the measurement is 'unmeasured' with the reason, never a CPU run")
+    delegate_options: dict[str, Union[StrictBool, int, float, str]] = Field(
+        {}, description="options of the delegate: for 'gpu' the fields of LiteRT's "
+        "GpuOptions (enforce_f32: true keeps float32 instead of fp16); for a library the "
+        "options it documents (Edge TPU: device: usb:0), passed as strings")
 
     providers: tuple[Provider, ...] = Field(
         (), description="onnxruntime execution providers in priority order (nodes none of "
@@ -66,6 +72,12 @@ class Runtime(_Strict):
     cpu_affinity: Optional[tuple[NonNegativeInt, ...]] = Field(
         None, min_length=1, description="pin the benchmark to these CPU numbers "
         "(taskset-style), e.g. [2, 3] to keep it off the cores that serve interrupts")
+
+    @model_validator(mode="after")
+    def _delegate_options_known(self):
+        from profiles.providers import check_delegate_options
+        check_delegate_options(self.delegate, self.delegate_options)
+        return self
 
     @field_validator("engines")
     @classmethod

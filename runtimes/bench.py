@@ -17,7 +17,7 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -50,7 +50,8 @@ class BenchOptions:
     samples: bool = False              # include every latency (pooling across rounds)
     xnnpack: bool = True               # LiteRT: XNNPACK delegate (off: built-in kernels)
     nhwc: bool = False                 # the file holds NCHW images, the model takes NHWC
-    delegate: str | None = None        # LiteRT: external delegate library
+    delegate: str | None = None        # LiteRT: "gpu" or an external delegate library
+    delegate_options: dict = field(default_factory=dict)   # LiteRT: the delegate's options
     providers: tuple = ()              # onnxruntime: (name, {option: value}) in priority order
     cpus: tuple[int, ...] | None = None  # pin the process to these CPUs before loading
     sysfs_root: str = "/"              # where /sys is read from (tests, emulators)
@@ -68,6 +69,19 @@ def parse_providers(names: list[str], options: list[str]) -> tuple:
                                     f"NAME given with --provider ({', '.join(chosen) or 'none'})")
         chosen[name][key] = value
     return tuple(chosen.items())
+
+
+def parse_delegate_options(delegate: str | None, options: list[str]) -> dict:
+    """--delegate-option KEY=VALUE (repeated) -> {key: value}."""
+    parsed = {}
+    for text in options:
+        key, equals, value = text.partition("=")
+        if not equals or not key:
+            raise RuntimeInputError(f"--delegate-option '{text}': write KEY=VALUE")
+        parsed[key] = value
+    if parsed and not delegate:
+        raise RuntimeInputError("--delegate-option needs a --delegate to give it to")
+    return parsed
 
 
 def _measured_on(engine_info: dict) -> dict:
@@ -148,7 +162,8 @@ def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str |
     data = _layout(feeds_mod.read_npz(inputs), opts) if inputs else None
     idle_rss = current_rss_mb()
     session = load(model, engine=engine, threads=opts.threads, xnnpack=opts.xnnpack,
-                   delegate=opts.delegate, providers=list(opts.providers) or None)
+                   delegate=opts.delegate, delegate_options=opts.delegate_options,
+                   providers=list(opts.providers) or None)
     try:
         if data is not None:
             batch = feeds_mod.batch_size_for(session.inputs, 1)
@@ -192,6 +207,7 @@ def _placement(model: str, engine: str, opts: BenchOptions) -> dict:
     from runtimes.placement import placement
     return {"placement": placement(model, engine, providers=list(opts.providers),
                                    xnnpack=opts.xnnpack, delegate=opts.delegate,
+                                   delegate_options=opts.delegate_options,
                                    threads=opts.threads)}
 
 
@@ -221,8 +237,12 @@ def _parser() -> argparse.ArgumentParser:
                    help="transpose 4-D inputs from NCHW (as in the file) to NHWC")
     p.add_argument("--no-xnnpack", dest="xnnpack", action="store_false",
                    help="LiteRT: run the built-in kernels instead of the XNNPACK delegate")
-    p.add_argument("--delegate", help="LiteRT: external delegate library to load "
-                   "(e.g. libedgetpu.so.1)")
+    p.add_argument("--delegate", help="LiteRT: 'gpu' for LiteRT's GPU accelerator, or an "
+                   "external delegate library to load (e.g. libedgetpu.so.1). Exit code 3 "
+                   "when it cannot be used here")
+    p.add_argument("--delegate-option", action="append", default=[], metavar="KEY=VALUE",
+                   help="an option of the --delegate (gpu: enforce_f32=true, ...; Edge TPU: "
+                   "device=usb:0)")
     p.add_argument("--provider", action="append", default=[], metavar="NAME",
                    help="onnxruntime: an execution provider, in priority order (repeat it; "
                    "the CPU provider is always last). Exit code 3 when it is not available")
@@ -305,6 +325,8 @@ def main(argv: list[str] | None = None) -> int:
                             eval_batch=args.eval_batch, progress=args.progress,
                             samples=args.samples, xnnpack=args.xnnpack, nhwc=args.nhwc,
                             delegate=args.delegate, pairs=args.pairs, sysfs_root=root,
+                            delegate_options=parse_delegate_options(args.delegate,
+                                                                    args.delegate_option),
                             providers=parse_providers(args.provider, args.provider_option),
                             cpus=tuple(parse_cpus(args.cpus)) if args.cpus else None,
                             placement=args.placement)

@@ -37,8 +37,9 @@ def interpreter_module():
     return tf.lite
 
 
-def load_delegate(library: str, module=None):
-    """An external delegate (an Edge TPU's libedgetpu.so.1, an NPU's libvx_delegate.so).
+def load_delegate(library: str, module=None, options: dict | None = None):
+    """An external delegate (an Edge TPU's libedgetpu.so.1, an NPU's libvx_delegate.so),
+    with the `options` it documents (the Edge TPU's {"device": "usb:0"}), as strings.
 
     Raises ProviderUnavailable naming the library when it cannot be loaded, which on a
     machine without that hardware's runtime is the common case: nothing can be measured
@@ -49,7 +50,7 @@ def load_delegate(library: str, module=None):
         # dlopen it first: a failed load_delegate leaves a half-built Delegate whose
         # destructor prints a traceback of its own.
         ctypes.CDLL(library)
-        return loader(library)
+        return loader(library, {str(k): str(v) for k, v in (options or {}).items()} or None)
     except (ValueError, OSError, RuntimeError) as exc:
         reason = " ".join(str(exc).split())[:300]
         raise ProviderUnavailable(
@@ -66,15 +67,23 @@ def _resolver_without_xnnpack(module):
     return resolver.BUILTIN_WITHOUT_DEFAULT_DELEGATES
 
 
-def _is_quantized(detail: dict) -> bool:
+def is_quantized(detail: dict) -> bool:
     scale, _ = detail["quantization"]
     return np.issubdtype(detail["dtype"], np.integer) and scale != 0
+
+
+def dequantized(detail: dict, value: np.ndarray) -> np.ndarray:
+    """An output `value` as float when its tensor is quantized (a copy either way)."""
+    if is_quantized(detail):
+        scale, zero = detail["quantization"]
+        return (value.astype(np.float32) - zero) * np.float32(scale)
+    return value.copy()
 
 
 def to_native(detail: dict, value: np.ndarray) -> np.ndarray:
     """`value` as the interpreter's input `detail` takes it: float data quantized through
     the tensor's scale and zero point when the input is quantized."""
-    if _is_quantized(detail) and not np.issubdtype(value.dtype, np.integer):
+    if is_quantized(detail) and not np.issubdtype(value.dtype, np.integer):
         scale, zero = detail["quantization"]
         info = np.iinfo(detail["dtype"])
         value = np.clip(np.round(value / scale + zero), info.min, info.max)
@@ -88,7 +97,7 @@ def load_error(path: str, exc: Exception) -> RuntimeInputError:
 
 
 def new_interpreter(path: str, threads: int | None = None, xnnpack: bool = True,
-                    delegate: str | None = None):
+                    delegate: str | None = None, delegate_options: dict | None = None):
     """(module, interpreter) for `path`, not yet allocated: an external `delegate` is
     applied by now, XNNPACK (unless `xnnpack` is off) by the first allocate_tensors."""
     if not os.path.isfile(path):
@@ -96,7 +105,7 @@ def new_interpreter(path: str, threads: int | None = None, xnnpack: bool = True,
     module = interpreter_module()
     kwargs = {"model_path": path, "num_threads": threads or None}
     if delegate:
-        kwargs["experimental_delegates"] = [load_delegate(delegate, module)]
+        kwargs["experimental_delegates"] = [load_delegate(delegate, module, delegate_options)]
     if not xnnpack:
         kwargs["experimental_op_resolver_type"] = _resolver_without_xnnpack(module)
     try:
@@ -109,20 +118,22 @@ class LiteRTSession(Session):
     engine = "litert"
 
     def __init__(self, path: str, threads: int | None = None, xnnpack: bool = True,
-                 delegate: str | None = None):
-        module, self._interpreter = new_interpreter(path, threads, xnnpack, delegate)
+                 delegate: str | None = None, delegate_options: dict | None = None):
+        module, self._interpreter = new_interpreter(path, threads, xnnpack, delegate,
+                                                    delegate_options)
         try:
             self._interpreter.allocate_tensors()
         except (ValueError, RuntimeError) as exc:
             raise load_error(path, exc) from None
         self.threads, self.xnnpack, self.delegate = threads, xnnpack, delegate
+        self.delegate_options = dict(delegate_options or {})
         self._module_name = module.__name__
         self._inputs = self._interpreter.get_input_details()
         self._outputs = self._interpreter.get_output_details()
         # Quantized inputs are presented as float: the session quantizes them itself.
         self.inputs = tuple(
             TensorSpec(d["name"], tuple(int(x) for x in d["shape"]),
-                       "float32" if _is_quantized(d) else np.dtype(d["dtype"]).name)
+                       "float32" if is_quantized(d) else np.dtype(d["dtype"]).name)
             for d in self._inputs)
         self.outputs = tuple(d["name"] for d in self._outputs)
 
@@ -139,11 +150,7 @@ class LiteRTSession(Session):
         self._interpreter.set_tensor(detail["index"], value)
 
     def _get_output(self, detail: dict) -> np.ndarray:
-        value = self._interpreter.get_tensor(detail["index"])
-        if _is_quantized(detail):
-            scale, zero = detail["quantization"]
-            return (value.astype(np.float32) - zero) * np.float32(scale)
-        return value.copy()
+        return dequantized(detail, self._interpreter.get_tensor(detail["index"]))
 
     def run(self, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
         for detail in list(self._inputs):
@@ -154,4 +161,5 @@ class LiteRTSession(Session):
     def describe(self) -> dict:
         return {"engine": self.engine, "interpreter": self._module_name, "threads": self.threads,
                 "xnnpack": self.xnnpack, "delegate": self.delegate,
-                "quantized_io": any(_is_quantized(d) for d in [*self._inputs, *self._outputs])}
+                **({"delegate_options": self.delegate_options} if self.delegate_options else {}),
+                "quantized_io": any(is_quantized(d) for d in [*self._inputs, *self._outputs])}

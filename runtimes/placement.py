@@ -244,29 +244,34 @@ def _delegated(ops: list[dict], external_until: int, external: str) -> dict[int,
     return owner
 
 
+def _litert_nodes(interpreter, owner) -> list[dict]:
+    """The model's own nodes (DELEGATE nodes left out), each placed by `owner(index)`."""
+    shapes = {d["index"]: tuple(int(x) for x in d["shape"])
+              for d in interpreter.get_tensor_details()}
+    return [{"name": f"{op['op_name']}:{op['index']}", "op": op["op_name"],
+             "where": owner(op["index"]),
+             "flops": node_flops(op["op_name"], [shapes.get(int(t)) for t in op["inputs"]],
+                                 [shapes.get(int(t)) for t in op["outputs"]])}
+            for op in interpreter._get_ops_details() if op["op_name"] != "DELEGATE"]
+
+
 def litert_placement(path: str, xnnpack: bool = True, delegate: str | None = None,
-                     threads: int | None = None) -> dict:
+                     threads: int | None = None, delegate_options: dict | None = None) -> dict:
     """Placement of a TFLite model's nodes on an external `delegate`, XNNPACK and LiteRT's
     built-in kernels, on an interpreter built as the benchmark builds it."""
     from runtimes.litert_session import load_error, new_interpreter
 
-    _, interpreter = new_interpreter(path, threads, xnnpack, delegate)
+    _, interpreter = new_interpreter(path, threads, xnnpack, delegate, delegate_options)
     built = len(interpreter._get_ops_details())
     try:
         interpreter.allocate_tensors()
     except (ValueError, RuntimeError) as exc:
         raise load_error(path, exc) from None
     ops = interpreter._get_ops_details()
-    shapes = {d["index"]: tuple(int(x) for x in d["shape"])
-              for d in interpreter.get_tensor_details()}
     owner = _delegated(ops, built, delegate or "")
     partitions = Counter(XNNPACK if op["index"] >= built else delegate
                          for op in ops if op["op_name"] == "DELEGATE")
-    nodes = [{"name": f"{op['op_name']}:{op['index']}", "op": op["op_name"],
-              "where": owner.get(op["index"], BUILTIN),
-              "flops": node_flops(op["op_name"], [shapes.get(int(t)) for t in op["inputs"]],
-                                  [shapes.get(int(t)) for t in op["outputs"]])}
-             for op in ops if op["op_name"] != "DELEGATE"]
+    nodes = _litert_nodes(interpreter, lambda index: owner.get(index, BUILTIN))
     requested = [delegate] if delegate else []
     requested += [XNNPACK] if xnnpack else []
     accelerated = {delegate} if delegate else {XNNPACK} if xnnpack else set()
@@ -277,13 +282,35 @@ def litert_placement(path: str, xnnpack: bool = True, delegate: str | None = Non
                       partitions=dict(partitions))
 
 
+def litert_gpu_placement(path: str, threads: int | None = None,
+                         options: dict | None = None) -> dict:
+    """Placement on LiteRT's GPU accelerator. Its API says only whether the GPU took the
+    whole model (is_fully_accelerated): every node on the GPU, or a split it does not
+    report, which this says rather than guessing."""
+    from runtimes.litert_gpu import GPU_LABEL, SPLIT_UNREPORTED, LiteRTGpuSession
+    from runtimes.litert_session import new_interpreter
+
+    with LiteRTGpuSession(path, threads=threads, options=options) as session:
+        full = session.fully_accelerated
+    _, interpreter = new_interpreter(path, threads, xnnpack=False)   # the node list only
+    where = GPU_LABEL if full else SPLIT_UNREPORTED
+    nodes = _litert_nodes(interpreter, lambda index: where)
+    method = ("LiteRT CompiledModel.is_fully_accelerated on a model compiled for GPU with "
+              "CPU fallback; the node list from the LiteRT interpreter")
+    return _summarise(nodes, "litert", [GPU_LABEL], {GPU_LABEL} if full else set(), method,
+                      fully_accelerated=full)
+
+
 def placement(path: str, engine: str, providers: Sequence | None = None,
               xnnpack: bool = True, delegate: str | None = None,
-              threads: int | None = None) -> dict:
+              threads: int | None = None, delegate_options: dict | None = None) -> dict:
     """Placement of `path` on `engine` ("onnxruntime" or "litert") as the benchmark runs it."""
     if engine == "onnxruntime":
         return onnx_placement(path, providers, threads=threads)
-    return litert_placement(path, xnnpack=xnnpack, delegate=delegate, threads=threads)
+    if delegate == "gpu":
+        return litert_gpu_placement(path, threads=threads, options=delegate_options)
+    return litert_placement(path, xnnpack=xnnpack, delegate=delegate, threads=threads,
+                            delegate_options=delegate_options)
 
 
 def _where_label(where: str) -> str:
@@ -306,7 +333,9 @@ def describe(result: dict) -> str:
         parts.append(f"{_where_label(where)} {nodes}"
                      + (f" ({_percent(share)} of FLOPs)" if share is not None else ""))
     fallback = result["fallback"]
-    if fallback is None:
+    if result.get("fully_accelerated") is False:
+        tail = "some nodes fell back to the CPU, which ones is not reported"
+    elif fallback is None:
         tail = "no accelerator requested"
     elif fallback["nodes"] == 0:
         tail = "no fallback"

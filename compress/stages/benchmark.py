@@ -82,6 +82,7 @@ class Job:
     threads: int
     xnnpack: bool = True
     delegate: Optional[str] = None
+    delegate_options: tuple[tuple[str, str], ...] = ()   # (key, value) pairs, as strings
     device_flags: tuple[str, ...] = ()   # power meter, CPU pinning, providers: from the profile
     python: Optional[str] = None         # another local Python for the runner (the target's)
 
@@ -108,15 +109,23 @@ def device_flags(profile) -> tuple[str, ...]:
     return tuple(flags)
 
 
+def _option_text(value) -> str:
+    """A profile option value as a runner flag's text (booleans as 0/1)."""
+    return str(int(value)) if isinstance(value, bool) else str(value)
+
+
 def provider_flags(profile) -> tuple[str, ...]:
     """onnxruntime execution providers and their options, for ONNX measurements."""
     flags = []
     for provider in profile.runtime.providers:
         flags += ["--provider", provider.name]
         for key, value in provider.options.items():
-            text = str(int(value)) if isinstance(value, bool) else str(value)
-            flags += ["--provider-option", f"{provider.name}:{key}={text}"]
+            flags += ["--provider-option", f"{provider.name}:{key}={_option_text(value)}"]
     return tuple(flags)
+
+
+def delegate_option_pairs(runtime) -> tuple[tuple[str, str], ...]:
+    return tuple((key, _option_text(value)) for key, value in runtime.delegate_options.items())
 
 
 def plan_jobs(candidates, targets, cores: dict[str, int],
@@ -137,8 +146,10 @@ def plan_jobs(candidates, targets, cores: dict[str, int],
             # More threads than the cores it may use only measures contention.
             usable = min(cores[target], len(runtime.cpu_affinity or ()) or cores[target])
             threads = min(runtime.threads or usable, usable)
+            litert = engine == "litert"
             jobs.append(Job(artifact, is_baseline, target, threads, runtime.xnnpack,
-                            runtime.delegate if engine == "litert" else None,
+                            runtime.delegate if litert else None,
+                            delegate_option_pairs(runtime) if litert else (),
                             device_flags(profile) + (provider_flags(profile)
                                                      if engine == "onnxruntime" else ()),
                             (pythons or {}).get(target)))
@@ -161,6 +172,8 @@ def _runner_args(path, inputs, evaluation, job: Job, config: Benchmark, metric,
     if str(path).endswith(".tflite"):
         cmd += [] if job.xnnpack else ["--no-xnnpack"]
         cmd += ["--delegate", job.delegate] if job.delegate else []
+        for key, value in job.delegate_options:
+            cmd += ["--delegate-option", f"{key}={value}"]
     if first_round and job.accelerated:
         cmd += ["--placement"]
     if evaluation and first_round:

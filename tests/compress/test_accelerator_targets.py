@@ -70,3 +70,25 @@ def test_the_report_says_where_each_op_ran_on_an_accelerated_target(project):
     assert abs(shares - 1) < 1e-6
     text = (project / "runs" / "t" / "report.md").read_text()
     assert "## Where each op ran" in text and "XNNPACK" in text
+
+
+def test_a_litert_gpu_target_without_a_gpu_is_unmeasured(project):
+    from tests.runtimes.test_litert_gpu import _gpu_here
+    if _gpu_here():
+        pytest.skip("LiteRT found a GPU here: the target would be measured")
+    profile = project / "litert-gpu.yaml"
+    profile.write_text("name: litert-gpu\ndevice: {arch: any}\nruntime:\n  engines: [litert]\n"
+                       "  delegate: gpu\n  delegate_options: {enforce_f32: true}\n"
+                       "budget: {latency_p90_ms: 50, model_size_mb: 5}\n")
+    stages = [{"type": "export.tflite", "mode": "fp32"},
+              {"type": "benchmark", "warmup": 1, "runs": 5, "rounds": 1}]
+    path = write_pipeline(project, pipeline_dict(targets=["host-cpu", {"profile": str(profile)}],
+                                                 stages=stages))
+    child = run_cli("run", path, cwd=project)
+    assert child.returncode == 0, child.stderr
+    report = _report(project)
+    assert {b["target"] for b in report["benchmarks"]} == {"host-cpu"}
+    gpu = [v for v in report["verdicts"] if v["target"] == "litert-gpu"]
+    latency = next(v for v in gpu if v["metric"] == "latency_p90_ms")
+    assert latency["status"] == "unmeasured"
+    assert "LiteRT GPU accelerator cannot compile" in latency["reason"]

@@ -190,6 +190,22 @@ def test_a_measured_fallback_joins_the_verdict(monkeypatch, onnx_models):
                                  "node(s) ran elsewhere (Flatten, Gemm)")
 
 
+def test_the_litert_gpu_accelerator_is_compiled_not_guessed(capsys, tmp_path):
+    """No op table for LiteRT's GPU (its own compatibility check passes anything); the
+    compile says it where a GPU is, and without one the report says why there is nothing."""
+    from tests.runtimes.test_litert_gpu import _gpu_here
+    profile = tmp_path / "litert-gpu.yaml"
+    profile.write_text("name: litert-gpu\ndevice: {arch: any}\nruntime:\n  delegate: gpu\n")
+    code, out, _ = _cli(capsys, FP32, "--profile", profile, "--json")
+    report = json.loads(out)
+    assert report["table"] is None and "GPU compatibility check" in report["notes"][0]
+    if _gpu_here():
+        assert report["placement"]["providers_requested"] == ["LiteRT GPU"]
+    else:
+        assert report["placement"] is None and code == 0
+        assert "LiteRT GPU accelerator cannot compile" in report["placement_note"]
+
+
 def test_the_installed_command(tmp_path):
     done = run_cli("preflight", FP32, "--profile", "coral-edgetpu")
     assert done.returncode == 1, done.stderr

@@ -48,3 +48,20 @@ def test_a_mode_set_in_the_pipeline_wins():
 def test_a_profile_mode_that_contradicts_the_stage_is_an_error():
     with pytest.raises(ConfigError, match="stages.0: mode int8 .asked for by rpi4.: mode int8 quantizes the inputs"):
         apply_target_defaults(_tflite_pipeline(io="float"), TARGETS)
+
+
+def test_a_profile_delegate_and_its_options_reach_the_runner(tmp_path):
+    from compress.stages.benchmark import Benchmark, _runner_args
+    path = tmp_path / "litert-gpu.yaml"
+    path.write_text("name: litert-gpu\ndevice: {arch: any}\nruntime:\n  delegate: gpu\n"
+                    "  delegate_options: {enforce_f32: true, benchmark_mode: false}\n")
+    targets = [("litert-gpu", load_profile(str(path)))]
+    candidates = [(_artifact("onnx", "onnx"), True), (_artifact("tflite", "tflite"), False)]
+    jobs, _ = plan_jobs(candidates, targets, {"litert-gpu": 2})
+    onnx, tflite = sorted(jobs, key=lambda j: j.artifact.id)
+    assert onnx.delegate is None and onnx.delegate_options == ()   # LiteRT's only
+    args = _runner_args("m.tflite", None, None, tflite, Benchmark(type="benchmark"), None)
+    assert args[args.index("--delegate") + 1] == "gpu"
+    options = [args[i + 1] for i, a in enumerate(args) if a == "--delegate-option"]
+    assert options == ["enforce_f32=1", "benchmark_mode=0"]
+    assert "--placement" in args

@@ -146,3 +146,23 @@ def test_provider_options_are_checked_when_a_profile_loads(tmp_path):
                     "    - {name: TensorrtExecutionProvider, check_options: false,\n"
                     "       options: {trt_new_option: 1}}\n")
     assert load_profile(str(path)).runtime.providers[0].options == {"trt_new_option": 1}
+
+
+def test_delegate_options_are_checked_when_a_profile_loads(tmp_path):
+    path = tmp_path / "gpu.yaml"
+
+    def profile(runtime: str):
+        path.write_text(f"name: gpu\ndevice: {{arch: any}}\nruntime:\n{runtime}")
+        return load_profile(str(path))
+
+    assert profile("  delegate: gpu\n  delegate_options: {enforce_f32: true}\n"
+                   ).runtime.delegate_options == {"enforce_f32": True}
+    with pytest.raises(ProfileError, match="no option 'precision'.*enforce_f32"):
+        profile("  delegate: gpu\n  delegate_options: {precision: fp32}\n")
+    with pytest.raises(ProfileError, match="enforce_f32: give true or false"):
+        profile("  delegate: gpu\n  delegate_options: {enforce_f32: 1}\n")
+    with pytest.raises(ProfileError, match="needs a `delegate`"):
+        profile("  delegate_options: {device: usb}\n")
+    # a delegate library's options are its own: passed on as they are
+    assert profile("  delegate: libedgetpu.so.1\n  delegate_options: {device: 'usb:0'}\n"
+                   ).runtime.delegate_options == {"device": "usb:0"}
