@@ -33,6 +33,9 @@ def _parser() -> argparse.ArgumentParser:
                                "accelerator would not run (exit 1 if any), before any benchmark")
     preflight.add_argument("model", help=".onnx or .tflite model")
     preflight.add_argument("--profile", required=True, help="profile name or YAML path")
+    preflight.add_argument("--python", help="measure the placement with this Python's "
+                           "runtimes (an environment whose onnxruntime has the provider, e.g. "
+                           ".venv-qnn/bin/python) instead of this one's")
     preflight.add_argument("--json", action="store_true")
     return parser
 
@@ -89,7 +92,7 @@ def _cmd_profiles(args) -> int:
 
 def _cmd_preflight(args) -> int:
     from compress.preflight import preflight, render
-    report = preflight(args.model, args.profile)
+    report = preflight(args.model, args.profile, python=args.python)
     print(json.dumps(report, indent=2) if args.json else render(report))
     return report["exit_code"]
 

@@ -14,10 +14,11 @@ the profile does not run).
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 from compress.errors import ConfigError, MissingDependency, ModelError
-from compress.stages.benchmark import ENGINE_OF_FORMAT
+from compress.stages.benchmark import ENGINE_OF_FORMAT, litert_flags, provider_flags
 from export.op_support import (PRESET_TABLES, TABLES, ModelUnreadable, OpTable, check,
                                list_ops, table_for_delegate, table_for_provider)
 from runtimes.litert_gpu import GPU_DELEGATE
@@ -81,6 +82,44 @@ def _target(profile, fmt: str) -> Target:
     return target
 
 
+def _runner_flags(profile, target: Target, threads: int | None) -> list[str]:
+    """The runner's options for the placement `target` makes."""
+    flags = ["--threads", str(threads)] if threads else []
+    if target.engine == "litert":
+        return flags + litert_flags(target.xnnpack, target.delegate,
+                                    target.delegate_options or {})
+    return flags + list(provider_flags(profile))
+
+
+def _measured_in(python: str, path: str, profile, target: Target,
+                 threads: int | None) -> tuple[dict | None, str | None]:
+    """The placement the runner makes in another environment (one whose onnxruntime has
+    the provider: onnxruntime-openvino, onnxruntime-qnn), from one run of the runner."""
+    import os
+    import subprocess
+
+    from compress.stages.benchmark import PROJECT_ROOT
+    cmd = [python, "-m", "runtimes", "bench", os.path.abspath(path), "--runs", "1",
+           "--warmup", "0", "--meter", "none", "--placement", "--json",
+           *_runner_flags(profile, target, threads)]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    except OSError as exc:
+        raise ConfigError(f"--python {python}: cannot run it ({exc.strerror}); give the "
+                          "python of an environment with this project's runtimes") from None
+    except subprocess.TimeoutExpired:
+        return None, f"the runner in {python} did not finish within 600 s"
+    said = done.stderr.strip().splitlines()
+    if done.returncode == 3:
+        return None, f"not available in {python}: {said[-1] if said else ''}"
+    if done.returncode != 0:
+        return None, f"the runner in {python} failed: {said[-1] if said else done.returncode}"
+    # a provider's libraries may print to stdout too: the runner's JSON is the last line
+    return json.loads(done.stdout.strip().splitlines()[-1])["placement"], None
+
+
 def _measured(path: str, target: Target, threads: int | None) -> tuple[dict | None, str | None]:
     """The placement the runtime really makes here, or why there is none."""
     from runtimes.errors import ProviderUnavailable, RuntimeInputError
@@ -114,8 +153,11 @@ def _rows(support, target: Target) -> list[dict]:
     return rows
 
 
-def preflight(model: str, profile_name: str, measure: bool = True) -> dict:
-    """The preflight report of `model` for the profile `profile_name` (name or path)."""
+def preflight(model: str, profile_name: str, measure: bool = True,
+              python: str | None = None) -> dict:
+    """The preflight report of `model` for the profile `profile_name` (name or path).
+    `python`: measure the placement with that environment's runtimes instead of this
+    one's (the provider lives there)."""
     from profiles import ProfileError, load_profile
     try:
         profile = load_profile(profile_name)
@@ -168,8 +210,9 @@ def preflight(model: str, profile_name: str, measure: bool = True) -> dict:
                 f"fall back to {to}"
                 + (f", ~{share:.1%} of FLOPs (estimate)" if share is not None else ""))
     if measure and (target.providers or target.delegate):
-        report["placement"], report["placement_note"] = _measured(
-            model, target, profile.runtime.threads)
+        report["placement"], report["placement_note"] = (
+            _measured_in(python, model, profile, target, profile.runtime.threads) if python else
+            _measured(model, target, profile.runtime.threads))
     measured = (report["placement"] or {}).get("fallback") or {}
     if measured.get("nodes"):
         report["verdict"] += (f"; measured here, {measured['nodes']} node(s) ran elsewhere "

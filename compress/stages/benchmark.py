@@ -82,7 +82,7 @@ class Job:
     threads: int
     xnnpack: bool = True
     delegate: Optional[str] = None
-    delegate_options: tuple[tuple[str, str], ...] = ()   # (key, value) pairs, as strings
+    delegate_options: tuple[tuple[str, object], ...] = ()   # the delegate's (key, value)s
     device_flags: tuple[str, ...] = ()   # power meter, CPU pinning, providers: from the profile
     python: Optional[str] = None         # another local Python for the runner (the target's)
 
@@ -109,7 +109,7 @@ def device_flags(profile) -> tuple[str, ...]:
     return tuple(flags)
 
 
-def _option_text(value) -> str:
+def option_text(value) -> str:
     """A profile option value as a runner flag's text (booleans as 0/1)."""
     return str(int(value)) if isinstance(value, bool) else str(value)
 
@@ -120,12 +120,17 @@ def provider_flags(profile) -> tuple[str, ...]:
     for provider in profile.runtime.providers:
         flags += ["--provider", provider.name]
         for key, value in provider.options.items():
-            flags += ["--provider-option", f"{provider.name}:{key}={_option_text(value)}"]
+            flags += ["--provider-option", f"{provider.name}:{key}={option_text(value)}"]
     return tuple(flags)
 
 
-def delegate_option_pairs(runtime) -> tuple[tuple[str, str], ...]:
-    return tuple((key, _option_text(value)) for key, value in runtime.delegate_options.items())
+def litert_flags(xnnpack: bool, delegate: str | None, options: dict) -> list[str]:
+    """The runner's LiteRT options: XNNPACK off, a delegate and the delegate's options."""
+    flags = [] if xnnpack else ["--no-xnnpack"]
+    flags += ["--delegate", delegate] if delegate else []
+    for key, value in options.items():
+        flags += ["--delegate-option", f"{key}={option_text(value)}"]
+    return flags
 
 
 def plan_jobs(candidates, targets, cores: dict[str, int],
@@ -149,7 +154,7 @@ def plan_jobs(candidates, targets, cores: dict[str, int],
             litert = engine == "litert"
             jobs.append(Job(artifact, is_baseline, target, threads, runtime.xnnpack,
                             runtime.delegate if litert else None,
-                            delegate_option_pairs(runtime) if litert else (),
+                            tuple(runtime.delegate_options.items()) if litert else (),
                             device_flags(profile) + (provider_flags(profile)
                                                      if engine == "onnxruntime" else ()),
                             (pythons or {}).get(target)))
@@ -170,10 +175,7 @@ def _runner_args(path, inputs, evaluation, job: Job, config: Benchmark, metric,
     if nhwc:
         cmd += ["--nhwc"]
     if str(path).endswith(".tflite"):
-        cmd += [] if job.xnnpack else ["--no-xnnpack"]
-        cmd += ["--delegate", job.delegate] if job.delegate else []
-        for key, value in job.delegate_options:
-            cmd += ["--delegate-option", f"{key}={value}"]
+        cmd += litert_flags(job.xnnpack, job.delegate, dict(job.delegate_options))
     if first_round and job.accelerated:
         cmd += ["--placement"]
     if evaluation and first_round:

@@ -239,3 +239,21 @@ def test_the_htp_table_predicts_what_qnn_really_places(tmp_path):
     # both estimates, over slightly different graphs (onnxruntime's is optimized)
     assert predicted["flops_share"] == pytest.approx(measured["fallback"]["flops_share"],
                                                      abs=0.002)
+
+
+def test_preflight_measures_with_the_environment_that_has_the_provider(capsys, tmp_path):
+    """`--python`: the QNN provider lives in .venv-qnn, so the placement comes from there."""
+    from tests.compress.test_provider_environments import _python_with
+    python = _python_with("QNNExecutionProvider")
+    model = tiny_cnn_onnx(tmp_path / "erf.onnx", erf=True)
+    code, out, _ = _cli(capsys, model, "--profile", "qcs6490", "--python", python, "--json")
+    report = json.loads(out)
+    assert code == 1 and report["placement"]["partitions"] == {"QNNExecutionProvider": 2}
+    assert report["placement"]["fallback"]["op_types"] == {"Erf": 1}
+    assert report["verdict"].endswith("measured here, 1 node(s) ran elsewhere (Erf)")
+
+
+def test_a_python_that_cannot_run_is_bad_input(capsys, onnx_models, tmp_path):
+    code, _, err = _cli(capsys, onnx_models["static"], "--profile", "qcs6490",
+                        "--python", tmp_path / "no-such-python")
+    assert code == 2 and "--python" in err and "Traceback" not in err
