@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-emulated accelerator-envs openvino-env qnn-env setup clean efficientnet prune-distill minilm tflite accuracy-aware \
+.PHONY: demo test test-emulated accelerator-envs openvino-env qnn-env gpu-env efficientnet-gpu setup clean efficientnet prune-distill minilm tflite accuracy-aware \
 	runner-overhead ssh-loopback
 
 setup: $(STAMP)
@@ -25,6 +25,11 @@ demo: $(STAMP) examples/quickstart/digits_cnn.pt
 
 efficientnet: $(STAMP)
 	$(VENV)/bin/compress run examples/efficientnet_lite0/pipeline.yaml
+
+# FP32 / fp16 / INT8 on the CUDA and TensorRT providers, batch 1 and 8 (needs an NVIDIA GPU)
+efficientnet-gpu: $(STAMP) gpu-env
+	$(VENV)/bin/compress run examples/efficientnet_lite0/gpu.yaml
+	$(VENV)/bin/compress run examples/efficientnet_lite0/gpu_batch8.yaml
 
 examples/prune_distill/mnist_cnn.pt: $(STAMP) examples/prune_distill/train.py examples/prune_distill/model.py
 	$(PY) examples/prune_distill/train.py --out $@
@@ -58,9 +63,16 @@ test-emulated: $(STAMP)
 # x86-64). The accelerator target tests use them; CI builds them.
 PROVIDER_PACKAGE_openvino := onnxruntime-openvino
 PROVIDER_PACKAGE_qnn := onnxruntime-qnn
+# onnxruntime-gpu 1.31 with CUDA 13, cuDNN 9 and cuBLAS from pip (the runner preloads them);
+# the machine needs the NVIDIA driver. Its TensorRT provider links TensorRT 10
+# (libnvinfer.so.10), which PyPI only has as a stub fetching from NVIDIA's own index:
+# install tensorrt-cu13 10.x from there, or use the system's TensorRT. Several GB: not
+# part of accelerator-envs; CI has no GPU.
+PROVIDER_PACKAGE_gpu := "onnxruntime-gpu[cuda,cudnn]==1.31.1" "nvidia-cublas~=13.0"
 accelerator-envs: openvino-env qnn-env
 openvino-env: .venv-openvino/.installed
 qnn-env: .venv-qnn/.installed
+gpu-env: .venv-gpu/.installed
 .venv-%/.installed:
 	$(PYTHON) -m venv .venv-$*
 	.venv-$*/bin/python -m pip install --quiet --disable-pip-version-check $(PROVIDER_PACKAGE_$*) numpy psutil

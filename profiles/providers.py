@@ -37,9 +37,12 @@ PROVIDER_OPTIONS: dict[str, tuple[str, ...]] = {
 
 # pip packages that bring each provider to onnxruntime (for the "not installed" message)
 PROVIDER_PACKAGES = {
-    "CUDAExecutionProvider": "onnxruntime-gpu (with CUDA 12 and cuDNN 9 on the machine)",
-    "TensorrtExecutionProvider": "onnxruntime-gpu plus TensorRT (on a Jetson: the JetPack "
-                                 "onnxruntime-gpu wheel)",
+    "CUDAExecutionProvider": "onnxruntime-gpu[cuda,cudnn] and nvidia-cublas (1.31: CUDA 13, "
+                             "cuDNN 9; `make gpu-env`), or onnxruntime-gpu with the machine's "
+                             "own CUDA",
+    "TensorrtExecutionProvider": "onnxruntime-gpu plus TensorRT 10 (libnvinfer.so.10: "
+                                 "tensorrt-cu13 10.x from NVIDIA's index, or the system's; on a "
+                                 "Jetson: the JetPack onnxruntime-gpu wheel)",
     "OpenVINOExecutionProvider": "onnxruntime-openvino (in its own environment: it ships the "
                                  "same `onnxruntime` module)",
     "QNNExecutionProvider": "onnxruntime-qnn",

@@ -45,6 +45,23 @@ def check_available(names: list[str], available: list[str]) -> None:
             "machine that measures")
 
 
+def _load_nvidia_libraries(ort, names: list[str]) -> None:
+    """CUDA, cuDNN and TensorRT from pip (onnxruntime-gpu[cuda,cudnn], nvidia-cublas,
+    tensorrt-cu13) are not on the loader's path: onnxruntime-gpu's preload_dlls loads the
+    first two, as `import torch` would in a process that has torch (this one has not), and
+    importing tensorrt loads its libnvinfer. What is not installed is left to the system's
+    paths (JetPack, a CUDA toolkit), and failing that to the 'did not start' check."""
+    if {"CUDAExecutionProvider", "TensorrtExecutionProvider"} & set(names):
+        preload = getattr(ort, "preload_dlls", None)
+        if preload is not None:
+            preload(directory="")   # pip's nvidia packages, then the system's own paths
+    if "TensorrtExecutionProvider" in names:
+        try:
+            import tensorrt  # noqa: F401
+        except (ImportError, OSError):
+            pass
+
+
 class OnnxRuntimeSession(Session):
     engine = "onnxruntime"
 
@@ -67,6 +84,7 @@ class OnnxRuntimeSession(Session):
         if configure is not None:
             configure(options)
         names, provider_options = _provider_lists(providers or [])
+        _load_nvidia_libraries(ort, names)
         plugins = register_plugins(ort, names)
         check_available(names, ort.get_available_providers() + plugins)
         if plugins and len(names) > 2:
@@ -93,7 +111,8 @@ class OnnxRuntimeSession(Session):
         dropped = [n for n in names if n not in self._session.get_providers()]
         if dropped:
             raise ProviderUnavailable(
-                f"{', '.join(dropped)} is installed but did not start for {path} (onnxruntime "
+                f"{', '.join(dropped)} {'is' if len(dropped) == 1 else 'are'} installed but "
+                f"did not start for {path} (onnxruntime "
                 "left it out, see its warning above); check the driver and libraries")
         self.threads = threads
         self._version = ort.__version__

@@ -64,3 +64,29 @@ def test_a_provider_from_its_own_environment_measures_beside_the_cpu(project, pr
                    for v in latency.values())
     else:
         assert all(v["status"] == "pass" for v in latency.values())
+
+
+def test_onnxruntime_gpu_runs_on_the_gpu_or_says_it_did_not_start(tmp_path):
+    """The real onnxruntime-gpu (.venv-gpu, `make gpu-env`; EDGE_COMPRESS_GPU_PYTHON):
+    with CUDA's pip libraries preloaded, on a machine without an NVIDIA driver the CUDA
+    provider fails at libcuda and the runner says so (exit 3) instead of timing the CPU;
+    with a GPU it measures on it."""
+    python = os.environ.get("EDGE_COMPRESS_GPU_PYTHON", str(REPO / ".venv-gpu" / "bin" / "python"))
+    if not os.path.exists(python):
+        pytest.skip(f"no onnxruntime-gpu environment at {python} (make gpu-env)")
+    from tests.runtimes.test_placement import tiny_cnn_onnx
+    model = tiny_cnn_onnx(tmp_path / "cnn.onnx")
+    child = subprocess.run(
+        [python, "-m", "runtimes", "bench", model, "--provider", "CUDAExecutionProvider",
+         "--runs", "3", "--warmup", "1", "--meter", "none", "--placement", "--json"],
+        cwd=REPO, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO)})
+    if child.returncode == 0:
+        result = json.loads(child.stdout.strip().splitlines()[-1])
+        assert result["runtime"]["providers"][0] == "CUDAExecutionProvider"
+        assert "CUDAExecutionProvider" in result["placement"]["by_provider"]
+        return
+    assert child.returncode == 3, child.stderr[-2000:]
+    assert "CUDAExecutionProvider is installed but did not start" in child.stderr
+    assert "libcuda.so" in child.stderr      # every library but the driver's was found
+    assert child.stdout == ""
