@@ -63,12 +63,13 @@ test-emulated: $(STAMP)
 # x86-64). The accelerator target tests use them; CI builds them.
 PROVIDER_PACKAGE_openvino := onnxruntime-openvino
 PROVIDER_PACKAGE_qnn := onnxruntime-qnn
-# onnxruntime-gpu 1.31 with CUDA 13, cuDNN 9 and cuBLAS from pip (the runner preloads them);
-# the machine needs the NVIDIA driver. Its TensorRT provider links TensorRT 10
+# onnxruntime-gpu 1.31 with CUDA 13, cuDNN 9 and cuBLAS from pip (the runner preloads them),
+# and NVML's bindings for the nvidia-gpu profile's power meter; the machine needs the NVIDIA
+# driver. Its TensorRT provider links TensorRT 10
 # (libnvinfer.so.10), which PyPI only has as a stub fetching from NVIDIA's own index:
 # install tensorrt-cu13 10.x from there, or use the system's TensorRT. Several GB: not
 # part of accelerator-envs; CI has no GPU.
-PROVIDER_PACKAGE_gpu := "onnxruntime-gpu[cuda,cudnn]==1.31.1" "nvidia-cublas~=13.0"
+PROVIDER_PACKAGE_gpu := "onnxruntime-gpu[cuda,cudnn]==1.31.1" "nvidia-cublas~=13.0" nvidia-ml-py
 accelerator-envs: openvino-env qnn-env
 openvino-env: .venv-openvino/.installed
 qnn-env: .venv-qnn/.installed

@@ -308,6 +308,16 @@ def _print_energy(result: dict) -> None:
         print(f"  note        {power['note']}")
 
 
+def _accelerator_first(args) -> None:
+    """ProviderUnavailable (exit 3, 'unmeasured') when the provider or delegate asked for
+    cannot run here: that, not the meter beside it, is why nothing can be measured."""
+    if not (args.provider or args.delegate):
+        return
+    load(args.model, threads=args.threads, xnnpack=args.xnnpack, delegate=args.delegate,
+         delegate_options=parse_delegate_options(args.delegate, args.delegate_option),
+         providers=list(parse_providers(args.provider, args.provider_option))).close()
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     from runtimes.meters import detect
@@ -317,9 +327,13 @@ def main(argv: list[str] | None = None) -> int:
         name = "command" if args.meter == "auto" and args.meter_command else args.meter
         if args.meter_command and name != "command":
             raise RuntimeInputError(f"--meter-command is for meter 'command', not '{name}'")
-        meter, note = detect(name, rail=args.meter_rail, command=args.meter_command,
-                             interval_ms=args.meter_interval_ms, root=root,
-                             idle_seconds=args.idle_seconds)
+        try:
+            meter, note = detect(name, rail=args.meter_rail, command=args.meter_command,
+                                 interval_ms=args.meter_interval_ms, root=root,
+                                 idle_seconds=args.idle_seconds)
+        except RuntimeInputError:
+            _accelerator_first(args)   # a missing GPU explains a missing GPU meter
+            raise
         opts = BenchOptions(threads=args.threads, warmup=args.warmup, runs=args.runs,
                             seconds=args.seconds, metric=args.metric, primary=args.primary,
                             eval_batch=args.eval_batch, progress=args.progress,

@@ -51,6 +51,10 @@ def test_a_missing_provider_is_unavailable_not_a_cpu_run(tiny_onnx):
     assert child.returncode == 3, child.stderr
     assert "CUDAExecutionProvider is not available" in child.stderr
     assert "Traceback" not in child.stderr and child.stdout == ""
+    # a GPU's meter is missing where the GPU is: the provider is the reason, not the meter
+    child = _bench(tiny_onnx, "--provider", "CUDAExecutionProvider", "--meter", "nvml",
+                   "--runs", "3")
+    assert child.returncode == 3 and "CUDAExecutionProvider is not available" in child.stderr
 
 
 def test_the_cpu_provider_named_explicitly_runs(tiny_onnx):
