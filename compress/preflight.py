@@ -14,7 +14,6 @@ the profile does not run).
 """
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 
 from compress.errors import ConfigError, MissingDependency, ModelError
@@ -96,28 +95,20 @@ def _measured_in(python: str, path: str, profile, target: Target,
     """The placement the runner makes in another environment (one whose onnxruntime has
     the provider: onnxruntime-openvino, onnxruntime-qnn), from one run of the runner."""
     import os
-    import subprocess
 
-    from compress.stages.benchmark import PROJECT_ROOT
+    from compress.stages.benchmark import Unavailable, measure_in_subprocess
     cmd = [python, "-m", "runtimes", "bench", os.path.abspath(path), "--runs", "1",
            "--warmup", "0", "--meter", "none", "--placement", "--json",
            *_runner_flags(profile, target, threads)]
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
     try:
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+        return measure_in_subprocess(cmd, 600, lambda **_: None)["placement"], None
     except OSError as exc:
         raise ConfigError(f"--python {python}: cannot run it ({exc.strerror}); give the "
                           "python of an environment with this project's runtimes") from None
-    except subprocess.TimeoutExpired:
-        return None, f"the runner in {python} did not finish within 600 s"
-    said = done.stderr.strip().splitlines()
-    if done.returncode == 3:
-        return None, f"not available in {python}: {said[-1] if said else ''}"
-    if done.returncode != 0:
-        return None, f"the runner in {python} failed: {said[-1] if said else done.returncode}"
-    # a provider's libraries may print to stdout too: the runner's JSON is the last line
-    return json.loads(done.stdout.strip().splitlines()[-1])["placement"], None
+    except Unavailable as exc:
+        return None, f"not available in {python}: {exc}"
+    except RuntimeError as exc:
+        return None, f"the runner in {python} failed: {str(exc).strip().splitlines()[-1]}"
 
 
 def _measured(path: str, target: Target, threads: int | None) -> tuple[dict | None, str | None]:

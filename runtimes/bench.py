@@ -195,20 +195,22 @@ def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str |
                        "warnings": conditions.compare(window["before"], window["after"],
                                                       cpus=affinity)},
         "metric": metric, "torch_loaded": "torch" in sys.modules,
-        **_placement(model, engine, opts),
+        **_placement(model, engine, opts, engine_info),
     }
 
 
-def _placement(model: str, engine: str, opts: BenchOptions) -> dict:
+def _placement(model: str, engine: str, opts: BenchOptions, engine_info: dict) -> dict:
     """{"placement": ...} when asked for, from a session of its own built after the timed
-    one is closed, so the timing and memory figures never include it."""
+    one is closed, so the timing and memory figures never include it (LiteRT's GPU says
+    only whether it took the whole model, which the timed session has told already)."""
     if not opts.placement:
         return {}
     from runtimes.placement import placement
     return {"placement": placement(model, engine, providers=list(opts.providers),
                                    xnnpack=opts.xnnpack, delegate=opts.delegate,
                                    delegate_options=opts.delegate_options,
-                                   threads=opts.threads)}
+                                   threads=opts.threads,
+                                   fully_accelerated=engine_info.get("fully_accelerated"))}
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -308,14 +310,12 @@ def _print_energy(result: dict) -> None:
         print(f"  note        {power['note']}")
 
 
-def _accelerator_first(args) -> None:
+def _accelerator_first(model: str, opts: BenchOptions) -> None:
     """ProviderUnavailable (exit 3, 'unmeasured') when the provider or delegate asked for
     cannot run here: that, not the meter beside it, is why nothing can be measured."""
-    if not (args.provider or args.delegate):
-        return
-    load(args.model, threads=args.threads, xnnpack=args.xnnpack, delegate=args.delegate,
-         delegate_options=parse_delegate_options(args.delegate, args.delegate_option),
-         providers=list(parse_providers(args.provider, args.provider_option))).close()
+    if opts.providers or opts.delegate:
+        load(model, threads=opts.threads, xnnpack=opts.xnnpack, delegate=opts.delegate,
+             delegate_options=opts.delegate_options, providers=list(opts.providers)).close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -327,13 +327,6 @@ def main(argv: list[str] | None = None) -> int:
         name = "command" if args.meter == "auto" and args.meter_command else args.meter
         if args.meter_command and name != "command":
             raise RuntimeInputError(f"--meter-command is for meter 'command', not '{name}'")
-        try:
-            meter, note = detect(name, rail=args.meter_rail, command=args.meter_command,
-                                 interval_ms=args.meter_interval_ms, root=root,
-                                 idle_seconds=args.idle_seconds)
-        except RuntimeInputError:
-            _accelerator_first(args)   # a missing GPU explains a missing GPU meter
-            raise
         opts = BenchOptions(threads=args.threads, warmup=args.warmup, runs=args.runs,
                             seconds=args.seconds, metric=args.metric, primary=args.primary,
                             eval_batch=args.eval_batch, progress=args.progress,
@@ -344,6 +337,13 @@ def main(argv: list[str] | None = None) -> int:
                             providers=parse_providers(args.provider, args.provider_option),
                             cpus=tuple(parse_cpus(args.cpus)) if args.cpus else None,
                             placement=args.placement)
+        try:
+            meter, note = detect(name, rail=args.meter_rail, command=args.meter_command,
+                                 interval_ms=args.meter_interval_ms, root=root,
+                                 idle_seconds=args.idle_seconds)
+        except RuntimeInputError:
+            _accelerator_first(args.model, opts)   # a missing GPU explains its missing meter
+            raise
         result = bench(args.model, args.inputs, opts, eval_inputs=args.eval_inputs,
                        meter=meter, meter_note=note)
     except RuntimeInputError as exc:

@@ -160,24 +160,28 @@ class LiteRTGpuSession(Session):
                                 self._model.get_output_tensor_details(self._signature))
 
     def _new_buffers(self) -> None:
+        """Buffers for the compiled shapes, which are kept so run() compares against them
+        without asking LiteRT each time."""
         self._in_buffers = self._model.create_input_buffers(0)
         self._out_buffers = self._model.create_output_buffers(0)
-        compiled = self._model.get_output_tensor_details(self._signature).values()
-        self._out_shapes = [tuple(int(x) for x in c["shape"]) for c in compiled]
+        self._in_shapes, self._out_shapes = (
+            [tuple(int(x) for x in c["shape"]) for c in details(self._signature).values()]
+            for details in (self._model.get_input_tensor_details,
+                            self._model.get_output_tensor_details))
 
     def native_feeds(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return {d["name"]: to_native(d, feeds[d["name"]]) for d in self._inputs}
 
     def _fit_shapes(self, values: list[np.ndarray]) -> None:
         """Another batch size than the compiled one: resize and make new buffers."""
-        compiled = list(self._model.get_input_tensor_details(self._signature).values())
-        changed = [i for i, (v, c) in enumerate(zip(values, compiled))
-                   if tuple(v.shape) != tuple(int(x) for x in c["shape"])]
+        changed = [i for i, (value, shape) in enumerate(zip(values, self._in_shapes))
+                   if tuple(value.shape) != shape]
+        if not changed:
+            return
         try:
             for index in changed:
                 self._model.resize_input_tensor(index, values[index].shape, strict=False)
-            if changed:
-                self._new_buffers()
+            self._new_buffers()
         except RuntimeError as exc:
             shapes = ", ".join(str(tuple(values[i].shape)) for i in changed)
             raise RuntimeInputError(

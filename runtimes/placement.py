@@ -282,16 +282,19 @@ def litert_placement(path: str, xnnpack: bool = True, delegate: str | None = Non
                       partitions=dict(partitions))
 
 
-def litert_gpu_placement(path: str, threads: int | None = None,
-                         options: dict | None = None) -> dict:
+def litert_gpu_placement(path: str, threads: int | None = None, options: dict | None = None,
+                         fully_accelerated: bool | None = None) -> dict:
     """Placement on LiteRT's GPU accelerator. Its API says only whether the GPU took the
     whole model (is_fully_accelerated): every node on the GPU, or a split it does not
-    report, which this says rather than guessing."""
+    report, which this says rather than guessing. `fully_accelerated`: what a session
+    of the model already said (the benchmark's), so it is not compiled again."""
     from runtimes.litert_gpu import GPU_LABEL, SPLIT_UNREPORTED, LiteRTGpuSession
     from runtimes.litert_session import new_interpreter
 
-    with LiteRTGpuSession(path, threads=threads, options=options) as session:
-        full = session.fully_accelerated
+    full = fully_accelerated
+    if full is None:
+        with LiteRTGpuSession(path, threads=threads, options=options) as session:
+            full = session.fully_accelerated
     _, interpreter = new_interpreter(path, threads, xnnpack=False)   # the node list only
     where = GPU_LABEL if full else SPLIT_UNREPORTED
     nodes = _litert_nodes(interpreter, lambda index: where)
@@ -303,12 +306,15 @@ def litert_gpu_placement(path: str, threads: int | None = None,
 
 def placement(path: str, engine: str, providers: Sequence | None = None,
               xnnpack: bool = True, delegate: str | None = None,
-              threads: int | None = None, delegate_options: dict | None = None) -> dict:
-    """Placement of `path` on `engine` ("onnxruntime" or "litert") as the benchmark runs it."""
+              threads: int | None = None, delegate_options: dict | None = None,
+              fully_accelerated: bool | None = None) -> dict:
+    """Placement of `path` on `engine` ("onnxruntime" or "litert") as the benchmark runs it.
+    `fully_accelerated`: LiteRT's GPU verdict from the benchmark's own session, if any."""
     if engine == "onnxruntime":
         return onnx_placement(path, providers, threads=threads)
     if delegate == "gpu":
-        return litert_gpu_placement(path, threads=threads, options=delegate_options)
+        return litert_gpu_placement(path, threads=threads, options=delegate_options,
+                                    fully_accelerated=fully_accelerated)
     return litert_placement(path, xnnpack=xnnpack, delegate=delegate, threads=threads,
                             delegate_options=delegate_options)
 

@@ -87,3 +87,28 @@ def test_gpu_options_are_checked_before_anything_runs():
     assert child.returncode == 2 and "give true or false" in child.stderr
     child = _bench(FP32, "--delegate-option", "device=usb:0", "--runs", "3", "--meter", "none")
     assert child.returncode == 2 and "needs a --delegate" in child.stderr
+
+
+@pytest.mark.parametrize("full", [True, False], ids=["whole-model", "split"])
+def test_gpu_placement_reports_what_litert_says_and_no_more(full):
+    """Given the compiled model's is_fully_accelerated (as the benchmark passes it on):
+    all nodes on the GPU, or a split LiteRT does not report, never a guessed one."""
+    from runtimes.placement import describe, litert_gpu_placement
+    result = litert_gpu_placement(str(FP32), fully_accelerated=full)
+    assert result["nodes"] == 7 and result["fully_accelerated"] is full
+    (where, group), = result["by_provider"].items()
+    assert group["nodes"] == 7 and group["flops_share"] == 1.0
+    if full:
+        assert where == GPU_LABEL and result["fallback"]["nodes"] == 0
+        assert describe(result).endswith("no fallback (FLOPs estimated)")
+    else:
+        assert where != GPU_LABEL and result["fallback"] is None
+        assert "which ones is not reported" in describe(result)
+
+
+def test_the_profile_checks_the_options_this_litert_has():
+    """profiles/ keeps its own list (a profile loads without LiteRT installed): it must be
+    the installed GpuOptions' fields."""
+    from profiles.providers import LITERT_GPU_OPTIONS
+    from runtimes.litert_gpu import gpu_option_names
+    assert set(LITERT_GPU_OPTIONS) == set(gpu_option_names())
