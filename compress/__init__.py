@@ -7,16 +7,16 @@
 from compress.errors import (CompressError, ConfigError, DataError, MissingDependency,
                              ModelError, RemoteError, StageError)
 
-__all__ = ["run", "load_pipeline", "Pipeline", "Result", "CompressError", "ConfigError",
+__all__ = ["run", "pipeline", "load_pipeline", "Pipeline", "Result", "CompressError", "ConfigError",
            "DataError", "ModelError", "StageError", "MissingDependency", "RemoteError"]
 __version__ = "0.1.0"
 
 
 def __getattr__(name):
     # Lazy so `import compress` (and `compress --help`) stays instant.
-    if name == "run":
-        from compress.api import run
-        return run
+    if name in ("run", "pipeline"):
+        from compress import api
+        return getattr(api, name)
     if name in ("Pipeline", "load_pipeline"):
         from compress import config
         return getattr(config, name)

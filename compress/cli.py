@@ -57,9 +57,9 @@ def _print_summary(result) -> None:
 
 def _cmd_validate(args) -> int:
     from compress.config import load_pipeline
-    from compress.runner import apply_target_defaults, resolve_targets
+    from compress.checks import apply_target_defaults, resolve_inputs, resolve_targets
     pipeline = load_pipeline(args.file)
-    apply_target_defaults(pipeline, resolve_targets(pipeline)[0])
+    resolve_inputs(apply_target_defaults(pipeline, resolve_targets(pipeline)[0]))
     print(f"{args.file}: valid pipeline '{pipeline.name}' with {len(pipeline.stages)} stages "
           f"and {len(pipeline.targets)} targets")
     return 0

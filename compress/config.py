@@ -6,154 +6,19 @@ directory of the YAML file (or the working directory for pipelines built in Pyth
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, Optional, Union
+from typing import Annotated, Union
 
-from pydantic import Field, PositiveInt, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from compress import stages as _stages  # noqa: F401  (registers every stage type)
+from compress.config_data import DataSource, DataSpec, Metric  # noqa: F401 (re-exported)
+from compress.config_model import DTYPES, ModelSpec, TensorDecl, TorchSource  # noqa: F401
+from compress.config_targets import TargetSpec
 from compress.errors import ConfigError
+from compress.stage_graph import GraphProblem, check_graph
 from compress.stagebase import STAGES, Strict
 from compress.yamlsource import line_for, load_yaml_with_lines
-
-DTYPES = Literal["float32", "float16", "int64", "int32", "int8", "uint8", "bool"]
-
-
-class TensorDecl(Strict):
-    name: str
-    shape: tuple[PositiveInt, ...] = Field(
-        description="full shape including the batch dimension, e.g. [1, 3, 224, 224]")
-    dtype: DTYPES = "float32"
-
-
-class TorchSource(Strict):
-    factory: str = Field(pattern=r"^[\w.]+:[\w.]+$",
-                         description="`module.path:callable` returning a torch.nn.Module")
-    checkpoint: Optional[str] = Field(
-        None, description="state_dict file, loaded with torch.load(weights_only=True)")
-    kwargs: dict[str, Any] = Field(default_factory=dict, description="arguments for the factory")
-
-
-class ModelSpec(Strict):
-    torch: Optional[TorchSource] = None
-    onnx: Optional[str] = Field(None, description="path of an ONNX model")
-    tflite: Optional[str] = Field(
-        None, description="path of a .tflite model, benchmarked as it is (against the "
-        "profiles, beside nothing else: no stage but benchmark takes a TFLite model)")
-    inputs: tuple[TensorDecl, ...] = Field(min_length=1)
-    dynamic_batch: bool = Field(False, description="export with a dynamic batch dimension")
-
-    @model_validator(mode="after")
-    def _one_source(self):
-        if sum(source is not None for source in (self.torch, self.onnx, self.tflite)) != 1:
-            raise ValueError("give exactly one model source: `torch: {factory: ...}`, "
-                             "`onnx: PATH` or `tflite: PATH`")
-        return self
-
-
-class DataSource(Strict):
-    loader: Optional[str] = Field(None, pattern=r"^[\w.]+:[\w.]+$",
-                                  description="`module.path:function` returning numpy arrays")
-    kwargs: dict[str, Any] = Field(default_factory=dict)
-    npz: Optional[str] = Field(None, description=".npz file, one array per input (+ labels)")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_string(cls, value):
-        # `calibration: data.py:load` or `calibration: calib.npz` as a shorthand.
-        if isinstance(value, str):
-            return {"npz": value} if value.endswith(".npz") else {"loader": value}
-        return value
-
-    @model_validator(mode="after")
-    def _one_kind(self):
-        if (self.loader is None) == (self.npz is None):
-            raise ValueError("give exactly one of `loader: module:function` or `npz: PATH`")
-        return self
-
-
-class Metric(Strict):
-    type: Literal["accuracy", "fidelity"] = Field(
-        description="accuracy: top-1 against labels; fidelity: agreement with the original "
-        "model's outputs (top-1 agreement, cosine, max abs error)")
-    primary: Literal["top1_agreement", "cosine", "pair_spearman"] = Field(
-        "top1_agreement", description="for fidelity: the number budgets are checked on")
-    pairs: bool = Field(
-        False, description="for fidelity: rows 2i and 2i+1 of the evaluation data are pairs "
-        "(e.g. sentences); also report pair_spearman, the Spearman correlation of the "
-        "pairs' cosine similarities with the original model's")
-
-    @model_validator(mode="after")
-    def _spearman_needs_pairs(self):
-        if self.primary == "pair_spearman" and not self.pairs:
-            raise ValueError("primary: pair_spearman needs `pairs: true` (rows 2i and 2i+1 "
-                             "of the evaluation data form pair i)")
-        if (self.pairs or self.primary != "top1_agreement") and self.type != "fidelity":
-            raise ValueError("primary and pairs apply to `type: fidelity`")
-        return self
-
-
-class DataSpec(Strict):
-    calibration: Optional[DataSource] = None
-    evaluation: Optional[DataSource] = None
-    train: Optional[DataSource] = Field(
-        None, description="training data for fine-tuning and distillation (labels optional)")
-    metric: Optional[Metric] = Field(
-        None, description="default: accuracy when the evaluation data has labels, else fidelity")
-
-
-class TargetSpec(Strict):
-    profile: str = Field(description="a profile name (`compress profiles`) or a YAML path")
-    gate: bool = Field(True, description="whether this target's verdicts decide the exit code")
-    name: Optional[str] = Field(
-        None, pattern=r"^[A-Za-z0-9_.@-]+$",
-        description="what the report calls this target (default: the profile's name); "
-        "needed to list one profile twice, e.g. a board over SSH and the host")
-    # A device reached over SSH: the benchmark runs there, with its own Python.
-    ssh: Optional[str] = Field(
-        None, description="run the benchmark on this host: user@host or user@host:port "
-        "(system OpenSSH, key authentication only)")
-    identity: Optional[str] = Field(None, description="private key file for ssh")
-    known_hosts: Optional[str] = Field(
-        None, description="known_hosts file holding the device's host key "
-        "(default: ~/.ssh/known_hosts); an unknown or changed key is refused")
-    accept_new_host_key: bool = Field(
-        False, description="trust an unknown host key on first use and record it "
-        "(a changed key is still refused)")
-    python: Optional[str] = Field(
-        None, description="the Python that runs the benchmark: on an SSH target the "
-        "device's (default python3, e.g. a venv's /home/pi/edge/bin/python); on this "
-        "machine another environment's (default: this one), e.g. one with "
-        "onnxruntime-openvino, which cannot share an environment with onnxruntime")
-    workdir: str = Field("/tmp", description="folder on the device for the temporary "
-                         "directory (removed afterwards)")
-    connect_timeout_s: float = Field(10.0, gt=0, le=300)
-    emulated: bool = Field(
-        False, description="the host emulates the device (e.g. qemu-user): its timings are "
-        "labelled as emulation and never pass a budget")
-
-    @model_validator(mode="before")
-    @classmethod
-    def _from_string(cls, value):
-        return {"profile": value} if isinstance(value, str) else value
-
-    @field_validator("ssh")
-    @classmethod
-    def _valid_address(cls, value):
-        if value is not None:
-            from compress.remote.ssh import parse_address
-            parse_address(value)  # ValueError names the expected form
-        return value
-
-    @model_validator(mode="after")
-    def _ssh_options_need_ssh(self):
-        remote_only = [key for key in ("identity", "known_hosts") if getattr(self, key)]
-        if self.accept_new_host_key:
-            remote_only.append("accept_new_host_key")
-        if remote_only and not self.ssh:
-            raise ValueError(f"{', '.join(remote_only)} only apply to a target with ssh: "
-                             "user@host[:port]")
-        return self
 
 
 def _stage_union():
@@ -165,13 +30,18 @@ Stage = _stage_union()
 
 
 class Pipeline(Strict):
+    """A whole pipeline: the YAML file's document, or the same built in Python."""
+
     name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="names the run directory")
-    model: ModelSpec
-    data: DataSpec = DataSpec()
-    stages: tuple[Stage, ...] = Field(min_length=1)
-    targets: tuple[TargetSpec, ...] = ()
+    model: ModelSpec = Field(description="the model as you have it, and its inputs")
+    data: DataSpec = Field(DataSpec(), description="calibration, evaluation and training "
+                           "data, and the metric")
+    stages: tuple[Stage, ...] = Field(min_length=1, description="what is done to the model, "
+                                      "in order; benchmark last")
+    targets: tuple[TargetSpec, ...] = Field((), description="device profiles to measure and "
+                                            "check against")
     output: str = Field("runs", description="parent of the run directory runs/<name>/")
-    seed: int = 0
+    seed: int = Field(0, description="seed for anything random (data shuffles, training)")
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
 
@@ -182,19 +52,6 @@ class Pipeline(Strict):
             if not STAGES[stage.type].produces_artifacts:
                 raise ValueError(f"stage {index} ({stage.type}) must be the last stage")
         return stages
-
-    @model_validator(mode="after")
-    def _tflite_source_is_only_benchmarked(self):
-        if self.model.tflite is None:
-            return self
-        for index, stage in enumerate(self.stages):
-            if STAGES[stage.type].produces_artifacts:
-                raise PydanticCustomError(
-                    "stage_reference", "stage {number} ({type}) needs a torch or ONNX model; "
-                    "a TFLite model source (model.tflite) can only be benchmarked: keep just "
-                    "the benchmark stage, or start from the torch model",
-                    {"index": index, "key": "type", "number": index + 1, "type": stage.type})
-        return self
 
     @model_validator(mode="after")
     def _inputs_refer_to_earlier_stages(self):
@@ -211,6 +68,15 @@ class Pipeline(Strict):
                     "stage_reference", "two stages are named '{name}'",
                     {"index": index, "key": "name", "name": name})
             known.add(name)
+        return self
+
+    @model_validator(mode="after")
+    def _stages_connect(self):
+        try:
+            check_graph(self)
+        except GraphProblem as problem:
+            raise PydanticCustomError("stage_reference", "{message}", {
+                "index": problem.index, "key": problem.key, "message": problem.message}) from None
         return self
 
     def stage_names(self) -> list[str]:

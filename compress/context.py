@@ -5,11 +5,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+import numpy as np
+
 from compress.artifacts import Artifact
 from compress.config import Metric, Pipeline
 from compress.data import Dataset, load_dataset
 from compress.errors import DataError, ModelError
-from compress.model_source import run_model
 from compress.progress import Progress
 
 
@@ -27,10 +28,16 @@ class RunContext:
     cleanup_warnings: list = field(default_factory=list)  # what a device kept after a run
     _datasets: dict = field(default_factory=dict)
     _reference: object = None
+    _reference_names: object = None
+
+    @property
+    def inputs(self) -> tuple:
+        """The model's inputs (declared, or read from the file by the runner)."""
+        return self.pipeline.model.inputs
 
     def dataset(self, role: str) -> Optional[Dataset]:
         if role not in self._datasets:
-            self._datasets[role] = load_dataset(self.pipeline, role)
+            self._datasets[role] = load_dataset(self.pipeline, role, self.inputs)
         return self._datasets[role]
 
     def require_dataset(self, role: str, purpose: str) -> Dataset:
@@ -40,37 +47,55 @@ class RunContext:
                             f"(`{role}: module:function`) or an .npz file (`{role}: file.npz`)")
         return data
 
+    def sample_feeds(self, count: int) -> tuple[list[dict], str]:
+        """Up to `count` feeds of calibration (else evaluation) data, else random inputs
+        of the declared shapes; with where they came from, for messages."""
+        for role in ("calibration", "evaluation"):
+            data = self.dataset(role)
+            if data is not None:
+                return data.take(count), f"data.{role}"
+        rng = np.random.default_rng(self.pipeline.seed)
+        return ([{d.name: _random(rng, d) for d in self.inputs} for _ in range(count)],
+                "random inputs (no data given)")
+
     def metric(self) -> Metric:
         """The configured metric, or accuracy when evaluation data has labels."""
         if self.pipeline.data.metric is not None:
             return self.pipeline.data.metric
         data = self.dataset("evaluation")
-        return Metric(type="accuracy" if data is not None and data.labels is not None
-                      else "fidelity")
+        labelled = data is not None and data.class_labels() is not None
+        return Metric(type="accuracy" if labelled else "fidelity")
 
     def metric_baseline(self) -> float:
-        """The source model's own metric: its accuracy, or 1.0 for fidelity (the original
-        agrees with itself). Drops are measured from it."""
-        if self.metric().type == "accuracy":
-            from runtimes.metrics import accuracy
-            data = self.require_dataset("evaluation", "the metric")
-            return accuracy(self.reference_outputs(), data.labels)
-        return 1.0
+        """The source model's own metric (its accuracy, the custom metric of its outputs,
+        or 1.0 for fidelity: the original agrees with itself). Drops are measured from it."""
+        if self.metric().type == "fidelity":
+            return 1.0
+        from compress.metric import score_outputs
+        return score_outputs(self, self.reference_outputs())["value"]
 
-    def score(self, model_path: Path) -> float:
+    def score(self, model_path: Path, nhwc: bool = False) -> dict:
         """The metric of an ONNX/TFLite file on the evaluation data, in this process."""
-        from compress.torch_eval import torch_metric
-        self.require_dataset("evaluation", "the metric")
-        return torch_metric(model_path, self)["value"]
+        from compress.metric import score_outputs
+        from compress.model_run import run_feeds
+        data = self.require_dataset("evaluation", "the metric")
+        return score_outputs(self, run_feeds(model_path, self.inputs, list(data.feeds), nhwc))
 
-    def reference_outputs(self):
-        """The source model's first output on the evaluation inputs (computed once)."""
+    def reference_outputs(self) -> list[list]:
+        """The source model's outputs on every evaluation feed (computed once)."""
         if self._reference is None:
+            from compress.model_run import output_names, run_feeds
             data = self.require_dataset("evaluation", "the metric")
             model = self.source_model if self.source_model is not None else self.path(
                 self.source_artifact)
-            self._reference = run_model(model, self.pipeline, data.inputs)
+            self._reference = run_feeds(model, self.inputs, list(data.feeds))
+            self._reference_names = output_names(model, len(self._reference[0]))
         return self._reference
+
+    def reference_names(self) -> list[str]:
+        """The source model's output names, in order."""
+        self.reference_outputs()
+        return self._reference_names
 
     def path(self, artifact: Artifact) -> Path:
         return self.run_dir / artifact.path
@@ -83,9 +108,24 @@ class RunContext:
         if self.source_artifact is not None and artifact.id == self.source_artifact.id \
                 and self.source_model is not None:
             return self.source_model
-        from compress.imports import import_callable
         from compress.torch_artifacts import load_torch_model
-        factory = import_callable(artifact.meta["factory"], self.pipeline.base_dir, ModelError,
+        return load_torch_model(self.path(artifact), self.torch_factory(artifact))
+
+    def torch_factory(self, artifact: Artifact):
+        """What rebuilds the architecture a torch artifact was made from."""
+        from compress.imports import import_callable
+        from compress.model_source import source_factory
+        name = artifact.meta.get("factory")
+        if name is None:  # the source's own (a module or function given from Python)
+            return source_factory(self.pipeline)
+        factory = import_callable(name, self.pipeline.base_dir, ModelError,
                                   f"artifact {artifact.id}")
         kwargs = artifact.meta.get("kwargs", {})
-        return load_torch_model(self.path(artifact), lambda: factory(**kwargs))
+        return lambda: factory(**kwargs)
+
+
+def _random(rng, decl) -> np.ndarray:
+    shape = tuple(1 if size is None else size for size in decl.shape)
+    if np.dtype(decl.dtype).kind in "iub":
+        return rng.integers(0, 2, size=shape).astype(decl.dtype)
+    return rng.standard_normal(shape).astype(decl.dtype)

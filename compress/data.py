@@ -1,9 +1,20 @@
-"""Load calibration / evaluation data and check it against the model's declared inputs.
+"""Calibration, evaluation and training data as feeds: one feed is one complete model call.
 
-A loader (`module:function`) or an `.npz` gives, for each declared input, an array with a
-leading sample axis, plus optional `labels`. Accepted loader results: a dict
-{input name: array, "labels": array}, an array (one-input models), a tuple
-(inputs, labels), or an iterable of any of these as batches (concatenated).
+A loader (`module:function`), an `.npz`, or from Python the data itself gives either
+- arrays with samples on the first axis: a dict {input name: array, "labels": array},
+  an array (one-input models) or a tuple (inputs, labels). They are cut into feeds of
+  the declared batch (the first dimension of each declared shape; a 0-d input takes
+  one element per feed); or
+- feeds: a list or any iterable (generators included) of dicts {input name: array
+  shaped exactly as the model takes it in one call}, each with an optional `labels`
+  entry (an array, or a dict of arrays for a custom metric). Arrays keep the model's own
+  layout: a state with its batch on axis 1, a 0-d scalar, int64 and bool inputs. An item
+  that is not one call but a batch of samples (the older "iterable of batches") is cut
+  into feeds as above; or
+- a torch Dataset (samples: a batch axis is added) or DataLoader (batches) yielding
+  tensors, tuples (inputs..., labels) or dicts.
+Every feed is checked against model.inputs (names, shapes, dtype kinds, finite values)
+before any work, and errors name the feed, the input and both shapes.
 """
 from __future__ import annotations
 
@@ -13,105 +24,104 @@ from typing import Optional
 
 import numpy as np
 
-from compress.config import DataSource, Pipeline
+from compress.data_forms import LABELS, to_feeds
 from compress.errors import DataError
 from compress.imports import import_callable
 from runtimes.errors import RuntimeInputError
 from runtimes.feeds import read_npz
 
-LABELS = "labels"
-
 
 @dataclass(frozen=True)
-class Dataset:
-    inputs: dict  # input name -> array (N, ...)
-    labels: Optional[np.ndarray]
-    digest: str
+class Samples:
+    """Data with samples on the first axis, as training loops take it."""
+    inputs: dict                  # input name -> array (N, ...)
+    labels: Optional[np.ndarray]  # (N,) integer classes, or None
 
     def __len__(self) -> int:
         return len(next(iter(self.inputs.values())))
 
-    def head(self, count: int) -> dict:
-        return {name: array[:count] for name, array in self.inputs.items()}
+
+@dataclass(frozen=True)
+class Dataset:
+    role: str
+    feeds: tuple                  # dicts {input name: array}, one model call each
+    labels: Optional[tuple]       # per feed: an array, or a dict of arrays
+    digest: str
+    note: Optional[str] = None    # what was left out, for the progress display
+
+    def __len__(self) -> int:
+        return len(self.feeds)
+
+    def take(self, count: int) -> list[dict]:
+        return list(self.feeds[:count])
+
+    def spread(self, count: int) -> list[int]:
+        """Indices of `count` feeds spread evenly over the data."""
+        return sorted(set(np.linspace(0, len(self) - 1, min(count, len(self))).astype(int)))
+
+    def class_labels(self) -> Optional[np.ndarray]:
+        """Every feed's labels as one integer array (None without array labels)."""
+        if self.labels is None or isinstance(self.labels[0], dict):
+            return None
+        return np.concatenate([np.asarray(label).reshape(-1) for label in self.labels])
+
+    def samples(self, purpose: str) -> Samples:
+        """The feeds joined on the first axis (samples there), for training."""
+        scalars = [name for name, array in self.feeds[0].items() if np.ndim(array) == 0]
+        if scalars:
+            raise DataError(f"data.{self.role}: {purpose} takes samples on the first axis, "
+                            f"but input(s) {', '.join(scalars)} are 0-d scalars")
+        inputs = {name: np.concatenate([feed[name] for feed in self.feeds])
+                  for name in self.feeds[0]}
+        return Samples(inputs, self.class_labels())
 
 
-def _as_dict(result, input_names: list[str], where: str) -> dict:
-    if isinstance(result, dict):
-        return dict(result)
-    if isinstance(result, np.ndarray):
-        return {input_names[0]: result}
-    if isinstance(result, tuple) and len(result) == 2 and len(input_names) == 1:
-        return {input_names[0]: result[0], LABELS: result[1]}
-    if hasattr(result, "__iter__"):
-        batches = [_as_dict(item, input_names, where) for item in result]
-        if not batches:
-            raise DataError(f"{where}: the loader returned no data")
-        return {key: np.concatenate([np.asarray(b[key]) for b in batches]) for key in batches[0]}
-    raise DataError(f"{where}: the loader returned {type(result).__name__}; return a dict "
-                    f"{{input name: array}}, an array, a tuple (inputs, labels) or batches of these")
-
-
-def _read(source: DataSource, pipeline: Pipeline, input_names: list[str], where: str) -> dict:
+def _read(source, pipeline, where: str):
     if source.npz:
         try:
             return read_npz(str(pipeline.resolve(source.npz)))
         except RuntimeInputError as exc:
             raise DataError(f"{where}: {exc}") from None
-    function = import_callable(source.loader, pipeline.base_dir, DataError, where)
+    if source.value is not None:
+        return source.value
+    function = source.loader
+    if isinstance(function, str):
+        function = import_callable(function, pipeline.base_dir, DataError, where)
     try:
-        result = function(**source.kwargs)
+        return function(**source.kwargs)
     except Exception as exc:  # user code: report it as bad data, with its own message
-        raise DataError(f"{where}: the loader '{source.loader}' raised "
+        raise DataError(f"{where}: the loader '{source.label}' raised "
                         f"{type(exc).__name__}: {exc}") from exc
-    return _as_dict(result, input_names, where)
 
 
-def _check_input(name: str, array, decl, where: str) -> np.ndarray:
-    array = np.asarray(array)
-    expected = tuple(decl.shape[1:])
-    if array.ndim != len(decl.shape) or tuple(array.shape[1:]) != expected:
-        raise DataError(
-            f"{where}: input '{name}' has shape {tuple(array.shape)}; the model declares "
-            f"{tuple(decl.shape)}, so each sample must be {expected} (samples on the first axis)")
-    target = np.dtype(decl.dtype)
-    if array.dtype != target:
-        if array.dtype.kind != target.kind:
-            raise DataError(f"{where}: input '{name}' has dtype {array.dtype}; the model "
-                            f"declares {decl.dtype}. Convert it with .astype('{decl.dtype}')")
-        array = array.astype(target)  # e.g. float64 -> float32: same kind, no surprise
-    return np.ascontiguousarray(array)
-
-
-def _digest(inputs: dict, labels) -> str:
+def _digest(feeds: list, labels) -> str:
     h = hashlib.sha256()
-    for key in sorted(inputs):
-        h.update(f"{key}{inputs[key].shape}{inputs[key].dtype}".encode())
-        h.update(inputs[key].tobytes())
-    if labels is not None:
-        h.update(labels.tobytes())
+    for index, feed in enumerate(feeds):
+        for name in sorted(feed):
+            array = feed[name]
+            h.update(f"{index}{name}{array.shape}{array.dtype}".encode())
+            h.update(np.ascontiguousarray(array).tobytes())
+    for label in labels or ():
+        for key, array in sorted(label.items() if isinstance(label, dict) else [("", label)]):
+            h.update(f"{key}{np.shape(array)}".encode())
+            h.update(np.ascontiguousarray(array).tobytes())
     return h.hexdigest()
 
 
-def load_dataset(pipeline: Pipeline, role: str) -> Optional[Dataset]:
-    """Load `data.<role>` (calibration, evaluation, ...), or None when it is not given."""
+def load_dataset(pipeline, role: str, decls) -> Optional[Dataset]:
+    """Load `data.<role>` (calibration, evaluation, train) as feeds checked against the
+    model's inputs `decls`, or None when it is not given."""
     source = getattr(pipeline.data, role)
     if source is None:
         return None
     where = f"data.{role}"
-    decls = {d.name: d for d in pipeline.model.inputs}
-    raw = _read(source, pipeline, list(decls), where)
-    missing = [name for name in decls if name not in raw]
-    if missing:
-        raise DataError(f"{where}: no array for model input(s) {missing}; got keys {sorted(raw)}")
-    inputs = {name: _check_input(name, raw[name], decl, where) for name, decl in decls.items()}
-    counts = {name: len(a) for name, a in inputs.items()}
-    if len(set(counts.values())) != 1 or 0 in counts.values():
-        raise DataError(f"{where}: every input needs the same, non-zero number of samples; got {counts}")
-    labels = raw.get(LABELS)
-    if labels is not None:
-        labels = np.asarray(labels).reshape(-1)
-        if len(labels) != next(iter(counts.values())) or labels.dtype.kind not in "iu":
-            raise DataError(f"{where}: labels must be one integer class per sample "
-                            f"({next(iter(counts.values()))}); got shape {labels.shape}, dtype {labels.dtype}")
-        labels = labels.astype(np.int64)
-    return Dataset(inputs, labels, _digest(inputs, labels))
+    feeds, labels, note = to_feeds(_read(source, pipeline, where), decls,
+                                   pipeline.model.dynamic_batch, where)
+    if not feeds:
+        raise DataError(f"{where}: the data holds no feeds (a generator can be read only "
+                        "once: give a list, or a function that makes the data)")
+    return Dataset(role, tuple(feeds), tuple(labels) if labels is not None else None,
+                   _digest(feeds, labels), note)
+
+
+__all__ = ["Dataset", "LABELS", "Samples", "load_dataset"]

@@ -1,18 +1,18 @@
-"""The model as the user gave it: a torch factory (+ checkpoint) or an ONNX file."""
+"""The model as the user gave it: a torch module or factory (+ checkpoint), an ONNX model
+(a file from any exporter, or an onnx.ModelProto) or a TFLite file."""
 from __future__ import annotations
 
+import copy
 import hashlib
 import inspect
 import shutil
 from pathlib import Path
 
-import numpy as np
-
 from compress.artifacts import Output, sha256_file
-from compress.config import Pipeline
 from compress.errors import ModelError
 from compress.imports import import_callable
 from compress.lazy import require
+from compress.pyobjects import digest as object_digest
 
 
 def _first_line(exc: BaseException) -> str:
@@ -20,18 +20,33 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def build_torch_model(pipeline: Pipeline):
-    """Call the factory, load the checkpoint (weights_only), switch to eval mode."""
+def source_factory(pipeline):
+    """A function that builds a fresh, untrained copy of the source's architecture."""
+    spec = pipeline.model.torch
+    if spec.module is not None:
+        return lambda: copy.deepcopy(spec.module)
+    factory = spec.factory
+    if isinstance(factory, str):
+        factory = import_callable(factory, pipeline.base_dir, ModelError, "model.torch.factory")
+    return lambda: factory(**spec.kwargs)
+
+
+def build_torch_model(pipeline):
+    """The module as given, or the factory called and the checkpoint loaded
+    (weights_only); in eval mode."""
     torch = require("torch", "a torch model source")
     spec = pipeline.model.torch
-    factory = import_callable(spec.factory, pipeline.base_dir, ModelError, "model.torch.factory")
+    if spec.module is not None:
+        return spec.module.eval()
+    label = spec.factory if isinstance(spec.factory, str) else "(a Python callable)"
+    build = source_factory(pipeline)
     try:
-        model = factory(**spec.kwargs)
+        model = build()
     except Exception as exc:  # user code
-        raise ModelError(f"model.torch.factory '{spec.factory}' raised "
+        raise ModelError(f"model.torch.factory {label} raised "
                          f"{type(exc).__name__}: {_first_line(exc)}") from exc
     if not isinstance(model, torch.nn.Module):
-        raise ModelError(f"model.torch.factory '{spec.factory}' returned "
+        raise ModelError(f"model.torch.factory {label} returned "
                          f"{type(model).__name__}, not a torch.nn.Module")
     if spec.checkpoint:
         load_checkpoint(model, pipeline.resolve(spec.checkpoint), torch)
@@ -57,56 +72,57 @@ def load_checkpoint(model, path: Path, torch, what: str = "model.torch.checkpoin
                          f"model: {detail}") from None
 
 
-def check_torch_inputs(model, pipeline: Pipeline, sample: dict | None) -> None:
-    """Run one forward pass so a wrong declared shape fails here, with a clear message.
-    Without data, zeros of the declared shape stand in."""
+def check_torch_inputs(model, decls, feed: dict) -> None:
+    """Run one feed so a wrong declared shape fails here, with a clear message."""
+    from compress.model_run import torch_call
     torch = require("torch", "a torch model source")
-    if sample is None:
-        sample = {d.name: np.zeros(d.shape, dtype=d.dtype) for d in pipeline.model.inputs}
-    args = [torch.from_numpy(sample[d.name][:1]) for d in pipeline.model.inputs]
     try:
         with torch.no_grad():
-            model(*args)
+            torch_call(model, decls, feed, torch)
     except Exception as exc:
-        shapes = {d.name: [1, *d.shape[1:]] for d in pipeline.model.inputs}
-        raise ModelError(f"the model fails on inputs shaped as declared in model.inputs "
-                         f"{shapes}: {type(exc).__name__}: {_first_line(exc)}") from None
+        shapes = {name: list(array.shape) for name, array in feed.items()}
+        raise ModelError(f"the model fails on one call with inputs shaped {shapes} (as "
+                         f"model.inputs declares or the data gives): {type(exc).__name__}: "
+                         f"{_first_line(exc)}") from None
 
 
-def check_onnx_file(path: Path, pipeline: Pipeline) -> None:
+def onnx_graph(pipeline):
+    """The source ONNX model's graph, checked (a file from any exporter, with its
+    external data, or a ModelProto given from Python)."""
     onnx = require("onnx", "an ONNX model source")
-    if not path.is_file():
-        raise ModelError(f"model.onnx: file not found: {path}")
+    source = pipeline.model.onnx
+    if not isinstance(source, str):
+        model = source
+    else:
+        path = pipeline.resolve(source)
+        if not path.is_file():
+            raise ModelError(f"model.onnx: file not found: {path}")
+        from compress.onnx_compat import load_onnx
+        try:
+            model = load_onnx(path)
+        except ModelError as exc:
+            raise ModelError(f"model.onnx: {exc}") from None
     try:
-        onnx.checker.check_model(str(path))
-        graph = onnx.load(str(path), load_external_data=False).graph
+        onnx.checker.check_model(model if len(model.SerializeToString()) < 2**31 - 1
+                                 else str(pipeline.resolve(source)))
     except Exception as exc:
-        raise ModelError(f"model.onnx: {path} is not a valid ONNX model: {_first_line(exc)}. "
-                         "Re-export it, or check that the download/copy was complete") from None
-    initializers = {i.name for i in graph.initializer}
-    actual = [i.name for i in graph.input if i.name not in initializers]
-    declared = [d.name for d in pipeline.model.inputs]
-    if actual != declared:
-        raise ModelError(f"model.inputs declares {declared} but {path.name} has inputs {actual}")
+        raise ModelError(f"model.onnx: not a valid ONNX model: {_first_line(exc)}. Re-export "
+                         "it, or check that the download/copy was complete") from None
+    return model.graph
 
 
-def check_tflite_file(path: Path, pipeline: Pipeline) -> dict:
-    """The file loads in LiteRT and takes the inputs model.inputs declares. Returns its
-    tensor report (dtypes, float32 tensors, I/O quantization)."""
+def check_tflite_file(path: Path) -> dict:
+    """The file loads in LiteRT. Returns its tensor report (dtypes, float32 tensors, I/O
+    quantization)."""
     from runtimes.errors import RuntimeInputError
     from runtimes.loader import load
     if not path.is_file():
         raise ModelError(f"model.tflite: file not found: {path}")
     try:
-        with load(str(path), engine="litert", xnnpack=False) as session:  # no delegate log
-            actual = [list(spec.shape) for spec in session.inputs]
+        with load(str(path), engine="litert", xnnpack=False):  # no delegate log
+            pass
     except RuntimeInputError as exc:
         raise ModelError(f"model.tflite: {exc}") from None
-    declared = [list(d.shape) for d in pipeline.model.inputs]
-    if actual != declared:
-        raise ModelError(f"model.inputs declares shapes {declared} but {path.name} takes "
-                         f"{actual}; declare the shapes the model takes (NHWC models take "
-                         "[batch, height, width, channels]) and give data in that layout")
     from export.tflite import tensor_report
     return tensor_report(path)
 
@@ -121,8 +137,26 @@ def tflite_precision(report: dict) -> str:
     return "int8-dynamic" if dtypes.get("int8") else "fp32"
 
 
-def factory_digest(spec: str, base_dir: Path) -> str:
-    """Digest of the code of the module that defines a `module:callable` factory."""
+_INTEGER_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "ConvInteger",
+                "MatMulInteger", "QLinearConv", "QLinearMatMul", "MatMulNBits"}
+
+
+def onnx_precision(proto) -> str:
+    """What an ONNX model holds: int8 where it has integer/QDQ ops, fp16 where its
+    weights are half precision, else fp32."""
+    ops = {node.op_type for node in proto.graph.node}
+    if ops & _INTEGER_OPS:
+        return "int8"
+    if any(init.data_type == 10 for init in proto.graph.initializer):  # FLOAT16
+        return "fp16"
+    return "fp32"
+
+
+def factory_digest(spec, base_dir: Path) -> str:
+    """Digest of the code of the module that defines a `module:callable` factory (or of a
+    callable given from Python)."""
+    if not isinstance(spec, str):
+        return object_digest(spec)
     factory = import_callable(spec, base_dir, ModelError, spec)
     try:
         source = inspect.getsource(inspect.getmodule(factory))
@@ -131,7 +165,7 @@ def factory_digest(spec: str, base_dir: Path) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
-def external_digest(items: tuple[str, ...], pipeline: Pipeline) -> str:
+def external_digest(items: tuple[str, ...], pipeline) -> str:
     """Digest of the files and factory modules a stage names (see external_inputs)."""
     h = hashlib.sha256()
     for item in items:
@@ -145,56 +179,46 @@ def external_digest(items: tuple[str, ...], pipeline: Pipeline) -> str:
     return h.hexdigest()
 
 
-def source_digest(pipeline: Pipeline) -> str:
-    """What identifies the source model: file digests plus the factory's own code."""
-    if pipeline.model.onnx or pipeline.model.tflite:
-        return sha256_file(pipeline.resolve(pipeline.model.onnx or pipeline.model.tflite))
-    spec = pipeline.model.torch
-    h = hashlib.sha256(spec.model_dump_json().encode())
+def source_digest(pipeline) -> str:
+    """What identifies the source model: its content (file digests, the serialised graph,
+    the module's weights) plus the factory's own code."""
+    model = pipeline.model
+    h = hashlib.sha256(str([d.model_dump() for d in model.inputs or ()]).encode())
+    if model.onnx is not None or model.tflite is not None:
+        source = model.onnx if model.onnx is not None else model.tflite
+        h.update((sha256_file(pipeline.resolve(source)) if isinstance(source, str)
+                  else object_digest(source)).encode())
+        return h.hexdigest()
+    spec = model.torch
+    if spec.module is not None:
+        h.update(object_digest(spec.module).encode())
+        return h.hexdigest()
+    h.update(spec.model_dump_json(exclude={"factory", "module"}).encode())
     if spec.checkpoint:
         h.update(sha256_file(pipeline.resolve(spec.checkpoint)).encode())
     h.update(factory_digest(spec.factory, pipeline.base_dir).encode())
     return h.hexdigest()
 
 
-def write_source(pipeline: Pipeline, model, out_dir: Path) -> Output:
-    """Keep a copy of the source model in the run directory (self-contained runs)."""
-    if pipeline.model.onnx:
+def write_source(pipeline, model, out_dir: Path) -> Output:
+    """Keep a copy of the source model in the run directory (self-contained runs); an
+    ONNX model is written as one file, its external data inlined."""
+    spec = pipeline.model
+    if spec.onnx is not None:
+        from compress.onnx_compat import load_onnx, opset_of, save_onnx
         target = out_dir / "model.onnx"
-        shutil.copyfile(pipeline.resolve(pipeline.model.onnx), target)
-        return Output(target, "onnx", "fp32")
-    if pipeline.model.tflite:
+        proto = load_onnx(pipeline.resolve(spec.onnx)) if isinstance(spec.onnx, str) else spec.onnx
+        save_onnx(proto, target)
+        return Output(target, "onnx", onnx_precision(proto), {
+            "opset": opset_of(proto), "producer": proto.producer_name or None})
+    if spec.tflite:
         target = out_dir / "model.tflite"
-        shutil.copyfile(pipeline.resolve(pipeline.model.tflite), target)
+        shutil.copyfile(pipeline.resolve(spec.tflite), target)
         from export.tflite import tensor_report
         report = tensor_report(target)
         return Output(target, "tflite", tflite_precision(report), {"tensors": report})
     from compress.torch_artifacts import save_torch_model
     target = out_dir / "model.pt"
     save_torch_model(model, target)
-    spec = pipeline.model.torch
-    return Output(target, "torch", "fp32", {"factory": spec.factory, "kwargs": spec.kwargs})
-
-
-def run_model(model_or_path, pipeline: Pipeline, inputs: dict, batch: int = 64) -> np.ndarray:
-    """First output of the source model on `inputs` (torch module, ONNX or TFLite path)."""
-    names = [d.name for d in pipeline.model.inputs]
-    total = len(inputs[names[0]])
-    if isinstance(model_or_path, (str, Path)):
-        from runtimes.loader import load
-        from runtimes.feeds import iter_batches, select_inputs
-        with load(str(model_or_path)) as session:
-            fixed = session.inputs[0].shape[0]
-            step = fixed if isinstance(fixed, int) else batch
-            feeds = select_inputs({n: inputs[n] for n in names}, session.inputs)
-            outs = [session.run(chunk)[0][:real] for chunk, real in iter_batches(feeds, step)]
-        return np.concatenate(outs)
-    torch = require("torch", "a torch model source")
-    outs = []
-    with torch.no_grad():
-        for start in range(0, total, batch):
-            args = [torch.from_numpy(inputs[n][start:start + batch]) for n in names]
-            out = model_or_path(*args)
-            out = out[0] if isinstance(out, (tuple, list)) else out
-            outs.append(out.detach().cpu().numpy())
-    return np.concatenate(outs)
+    factory = spec.torch.factory if isinstance(spec.torch.factory, str) else None
+    return Output(target, "torch", "fp32", {"factory": factory, "kwargs": spec.torch.kwargs})

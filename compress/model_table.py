@@ -12,15 +12,16 @@ from compress.model_stats import model_stats
 from compress.torch_eval import torch_metric
 
 
-def _example_inputs(pipeline):
+def _example_inputs(ctx):
     import torch
-    return [torch.zeros(d.shape, dtype=getattr(torch, d.dtype)) for d in pipeline.model.inputs]
+    feed = ctx.sample_feeds(1)[0][0]
+    return [torch.from_numpy(feed[d.name]) for d in ctx.inputs]
 
 
 def _torch_row(ctx, artifact) -> dict:
     model = ctx.torch_model(artifact)
     model.eval()
-    stats = model_stats(model, _example_inputs(ctx.pipeline))
+    stats = model_stats(model, _example_inputs(ctx))
     metric = torch_metric(model, ctx)
     return {**stats, "metric": metric["value"] if metric else None,
             "metric_name": metric["name"] if metric else None, "measured_with": "torch"}

@@ -1,7 +1,10 @@
-"""Run a validated Pipeline: source -> stages -> benchmark -> verdicts -> report.
+"""Run a validated Pipeline: source -> stages -> baselines -> benchmark -> verdicts ->
+report.
 
 Everything that can be checked before work starts (profiles, model, data shapes, data a
-stage needs) is checked first, so bad input fails before any file is written.
+stage needs) is checked first (compress.checks), so bad input fails before any file is
+written. Each stage's output is checked to load and run before it is committed; a run
+that fails in stage N keeps stages 1..N-1 committed, and a re-run resumes from N.
 """
 from __future__ import annotations
 
@@ -13,21 +16,22 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from compress.artifacts import Artifact, StageDir, cache_key
+from compress.baselines import baseline_config, formats_needed
+from compress.checks import (apply_target_defaults, preflight, resolve_inputs,  # noqa: F401
+                             resolve_targets)
 from compress.config import Pipeline
 from compress.context import RunContext
-from compress.errors import CompressError, ConfigError, DataError, StageError
+from compress.errors import CompressError, StageError
 from compress.manifest import build_manifest, package_versions
+from compress.model_source import external_digest, source_digest, write_source
 from compress.model_table import model_rows
-from compress.model_source import (build_torch_model, check_onnx_file, check_tflite_file,
-                                   check_torch_inputs, external_digest, source_digest,
-                                   write_source)
 from compress.progress import Progress
-from compress.remote.targets import close_hosts, open_hosts
+from compress.remote.targets import close_hosts
 from compress.report import build_report, write_reports
 from compress.stagebase import STAGES
 from compress.stages.benchmark import plan_jobs
-from profiles import (OFF_TARGET, PASS, UNMEASURED, ProfileError, check, load_profile,
-                      unmeasured_verdicts)
+from compress.verify import verify_outputs
+from profiles import OFF_TARGET, PASS, UNMEASURED, check, unmeasured_verdicts
 
 
 @dataclass(frozen=True)
@@ -42,109 +46,6 @@ class Result:
     @property
     def exit_code(self) -> int:
         return 0 if self.passed else 1
-
-
-def resolve_targets(pipeline: Pipeline) -> tuple[list, set]:
-    """[(profile name, Profile)] and the names of the gated targets."""
-    targets, gated = [], set()
-    for index, target in enumerate(pipeline.targets):
-        try:
-            profile = load_profile(target.profile, base_dir=str(pipeline.base_dir))
-        except ProfileError as exc:
-            raise ConfigError(str(exc), field=f"targets.{index}") from None
-        name = target.name or profile.name
-        if name in dict(targets):
-            raise ConfigError(f"target '{name}' is listed twice; give one of them its own "
-                              "`name:`", field=f"targets.{index}")
-        targets.append((name, profile))
-        if target.gate:
-            gated.add(name)
-    return targets, gated
-
-
-def apply_target_defaults(pipeline: Pipeline, targets: list) -> Pipeline:
-    """The pipeline with each stage's unset settings taken from the target profiles."""
-    stages = []
-    for index, stage in enumerate(pipeline.stages):
-        try:
-            stages.append(stage.for_targets(targets))
-        except ValueError as exc:
-            raise ConfigError(str(exc), field=f"stages.{index}") from None
-    return pipeline.model_copy(update={"stages": tuple(stages)})
-
-
-def accelerators_here(profile) -> bool:
-    """Whether this machine has the profile's execution providers (its delegate is tried
-    by the runner, which says 'unmeasured' when it cannot load it)."""
-    if not profile.runtime.providers:
-        return True
-    import onnxruntime
-    available = set(onnxruntime.get_available_providers())
-    return all(p.name in available for p in profile.runtime.providers)
-
-
-def _check_local_pythons(ctx: RunContext) -> None:
-    """A local target's own Python must exist before any work starts."""
-    for index, target in enumerate(ctx.pipeline.targets):
-        if target.python and not target.ssh:
-            path = ctx.pipeline.resolve(target.python)
-            if not os.access(path, os.X_OK) or path.is_dir():
-                raise ConfigError(f"python '{target.python}' is not an executable Python here "
-                                  "(a local target's `python:` runs its benchmark; give the "
-                                  "full path of that environment's python)",
-                                  field=f"targets.{index}")
-
-
-def _check_meters(ctx: RunContext) -> None:
-    """A power meter a profile names must exist on this machine (for targets measured
-    here; an SSH target's runner checks its own) before any work starts."""
-    if not any(s.type == "benchmark" for s in ctx.pipeline.stages):
-        return
-    from runtimes.errors import RuntimeInputError
-    from runtimes.meters import detect
-    from runtimes.sysread import sysfs_root
-    for index, target in enumerate(ctx.pipeline.targets):
-        name, profile = ctx.targets[index]
-        power = profile.power
-        if target.ssh or target.python or power.meter in ("auto", "none"):
-            continue  # another Python's runner checks its own meter
-        if not accelerators_here(profile):
-            continue  # an accelerator not here is 'unmeasured' anyway: its meter is moot
-        try:
-            detect(power.meter, rail=power.rail, command=power.command,
-                   interval_ms=power.interval_ms, root=sysfs_root())
-        except RuntimeInputError as exc:
-            raise ConfigError(f"profile {name}: {exc}", field=f"targets.{index}") from None
-
-
-def _preflight(ctx: RunContext) -> None:
-    pipeline = ctx.pipeline
-    for role in ("calibration", "evaluation"):
-        ctx.dataset(role)
-    for index, stage in enumerate(pipeline.stages, start=1):
-        for role in stage.required_data():
-            kind = next((getattr(stage, key) for key in ("scheme", "method", "mode")
-                         if getattr(stage, key, None)), None)
-            preset = getattr(stage, "preset", None)
-            if preset and preset != "none":  # the preset may be what asked for int8
-                kind = f"{kind}, preset {preset}" if kind else f"preset {preset}"
-            ctx.require_dataset(role, f"stage {index} ({stage.type}{', ' + kind if kind else ''})")
-    evaluation = ctx.dataset("evaluation")
-    if evaluation is not None and ctx.metric().type == "accuracy" and evaluation.labels is None:
-        raise DataError("data.metric is accuracy but data.evaluation has no labels; return "
-                        "labels with the inputs, or use `metric: {type: fidelity}`")
-    _check_meters(ctx)
-    _check_local_pythons(ctx)
-    if pipeline.model.onnx:
-        check_onnx_file(pipeline.resolve(pipeline.model.onnx), pipeline)
-    elif pipeline.model.tflite:
-        check_tflite_file(pipeline.resolve(pipeline.model.tflite), pipeline)
-    else:
-        ctx.source_model = build_torch_model(pipeline)
-        sample = ctx.dataset("calibration") or evaluation
-        check_torch_inputs(ctx.source_model, pipeline, sample.inputs if sample else None)
-    # Devices last: local mistakes are reported without touching the network.
-    ctx.hosts = open_hosts(ctx)
 
 
 def _versions_key() -> dict:
@@ -172,11 +73,9 @@ def _run_stage(ctx: RunContext, slug: str, key: str, make, force: bool,
         ctx.out_dir = None
 
 
-def _roll_back(ctx: RunContext, created_run_dir: bool) -> None:
-    """A failed run leaves the run directory as it found it: the stages it finished are
-    removed too, so nothing from a run that ended in an error is reused later."""
-    for stage_dir in ctx.committed:
-        shutil.rmtree(stage_dir, ignore_errors=True)
+def _drop_empty_run_dir(ctx: RunContext, created_run_dir: bool) -> None:
+    """A failed run keeps the stages it finished (complete and content-addressed: a re-run
+    resumes after them) but leaves no empty run directory behind."""
     if created_run_dir and ctx.run_dir.is_dir() and not any(ctx.run_dir.iterdir()):
         ctx.run_dir.rmdir()
 
@@ -186,60 +85,86 @@ def _data_digests(ctx: RunContext) -> dict:
             for role in ("calibration", "evaluation", "train")}
 
 
-def _run_stages(ctx: RunContext, force: bool) -> tuple[list[Artifact], list[str], object]:
+def _stage_key(ctx: RunContext, stage, parent: Artifact) -> tuple[str, dict]:
+    # `input` is in the key as the parent's digest: a stage that names `input: source` and
+    # one that follows the source directly are the same work
+    settings = stage.model_dump(mode="json", exclude={"name", "input"})
+    return cache_key(stage.type, stage.cache_version, settings, parent.sha256,
+                     _data_digests(ctx), _versions_key(),
+                     external_digest(stage.external_inputs(), ctx.pipeline)), settings
+
+
+def _run_one(ctx: RunContext, index: int, stage, parent: Artifact, slug: str,
+             artifact_id: str | None, force: bool) -> tuple[str, list[Artifact]]:
+    spec = STAGES[stage.type]
+    key, settings = _stage_key(ctx, stage, parent)
+
+    def make():
+        outputs = spec.run(parent, stage, ctx)
+        verify_outputs(outputs, ctx, f"stage {index} ({stage.type})")
+        return outputs, stage.type, parent.id, settings
+    try:
+        return key, _run_stage(ctx, slug, key, make, force, artifact_id=artifact_id)
+    except CompressError as exc:
+        raise StageError(index, stage.type, str(exc)) from exc
+
+
+def _run_stages(ctx: RunContext, force: bool) -> tuple[list[Artifact], list[str], object, dict]:
     pipeline = ctx.pipeline
     source_key = cache_key("source", source_digest(pipeline), _versions_key())
     source = _run_stage(ctx, "00-source", source_key, lambda: (
         [write_source(pipeline, ctx.source_model, ctx.out_dir)], "source", None, {}), force)[0]
     ctx.source_artifact = source
-    by_name, artifacts, consumed = {"source": source}, [source], set()
+    by_name, artifacts, consumed, by_key = {"source": source}, [source], set(), {}
     previous, benchmark_stage = source, None
     for index, (stage, name) in enumerate(zip(pipeline.stages, pipeline.stage_names()), 1):
-        spec = STAGES[stage.type]
-        if not spec.produces_artifacts:
+        if not STAGES[stage.type].produces_artifacts:
             benchmark_stage = (index, stage)
             break
         parent = by_name[stage.input] if stage.input else previous
         consumed.add(parent.id)
-        settings = stage.model_dump(mode="json", exclude={"name"})
-        key = cache_key(stage.type, stage.cache_version, settings, parent.sha256,
-                        _data_digests(ctx), _versions_key(),
-                        external_digest(stage.external_inputs(), pipeline))
-
-        def make(stage=stage, spec=spec, parent=parent, settings=settings):
-            return spec.run(parent, stage, ctx), stage.type, parent.id, settings
-        try:
-            produced = _run_stage(ctx, f"{index:02d}-{stage.name or stage.type}", key, make,
-                                  force, artifact_id=name)
-        except CompressError as exc:
-            raise StageError(index, stage.type, str(exc)) from exc
+        key, produced = _run_one(ctx, index, stage, parent,
+                                 f"{index:02d}-{stage.name or stage.type}", name, force)
+        by_key[key] = produced[0]
         by_name[name] = previous = produced[0]
         artifacts.extend(produced)
-    return artifacts, sorted(consumed), benchmark_stage
+    return artifacts, sorted(consumed), benchmark_stage, by_key
+
+
+def _baselines(ctx: RunContext, picked: list[Artifact], by_key: dict,
+               force: bool) -> list[Artifact]:
+    """The source model in each format the benchmark measures (see compress.baselines):
+    the source itself, or its FP32 export (reused when a stage already made it)."""
+    source, found = ctx.source_artifact, []
+    for fmt in formats_needed([source, *picked]):
+        if source.format == fmt:
+            found.append(source)
+            continue
+        if source.format != "torch":
+            continue  # an ONNX model is not converted to TFLite, nor TFLite to ONNX
+        config = baseline_config(ctx.pipeline, fmt)
+        key, _ = _stage_key(ctx, config, source)
+        if key in by_key:
+            found.append(by_key[key])
+            continue
+        slug = f"00-baseline-{fmt}"
+        found.append(_run_one(ctx, 0, config, source, slug, f"baseline-{fmt}", force)[1][0])
+    return found
 
 
 def _candidates(artifacts: list[Artifact], consumed: list[str],
-                chosen: tuple[str, ...] | None) -> list[tuple[Artifact, bool]]:
-    """The FP32 baselines (the first FP32 model of each format: gains are measured against
-    the same engine) plus the artifacts to measure: those named in the benchmark stage,
-    or else every final (unconsumed) deployable artifact."""
+                chosen: tuple[str, ...] | None) -> list[Artifact]:
+    """The artifacts to measure: those named in the benchmark stage, or else every final
+    (unconsumed) deployable artifact (the graph check made sure named ones exist)."""
     deployable = [a for a in artifacts if a.format in ("onnx", "tflite")]
-    baselines = []
-    for fmt in ("onnx", "tflite"):
-        first = next((a for a in deployable if a.format == fmt and a.precision == "fp32"), None)
-        baselines += [first] if first is not None else []
     if chosen is None:
-        picked = [a for a in deployable if a.id not in consumed]
-    else:
-        by_id = {a.id: a for a in artifacts}
-        for name in chosen:
-            if name not in by_id or by_id[name] not in deployable:
-                known = ", ".join(a.id for a in deployable)
-                raise ConfigError(f"benchmark.artifacts: '{name}' is not an ONNX or TFLite "
-                                  f"artifact of this pipeline; those are: {known}")
-        picked = [by_id[name] for name in chosen]
-    ordered = baselines + [a for a in picked if a not in baselines]
-    return [(a, a in baselines) for a in ordered]
+        return [a for a in deployable if a.id not in consumed]
+    by_id = {a.id: a for a in artifacts}
+    return [by_id[name] for name in chosen]
+
+
+def _with_baselines(baselines: list[Artifact], picked: list[Artifact]) -> list[tuple]:
+    return [(a, True) for a in baselines] + [(a, False) for a in picked if a not in baselines]
 
 
 def _benchmark(ctx: RunContext, bench_stage, candidates) -> tuple[list[dict], list[dict]]:
@@ -302,12 +227,12 @@ def _passed(verdicts, strict: bool) -> bool:
 def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = False,
                  quiet: bool = False, config_text: str | None = None) -> Result:
     targets, gated = resolve_targets(pipeline)
-    pipeline = apply_target_defaults(pipeline, targets)
+    pipeline = resolve_inputs(apply_target_defaults(pipeline, targets))
     run_dir = pipeline.run_dir
     with Progress(quiet=quiet) as progress:
         ctx = RunContext(pipeline, progress, run_dir, targets=targets)
         progress.note(f"{pipeline.name}: checking the model, data and profiles")
-        _preflight(ctx)
+        preflight(ctx)
         created_run_dir = not run_dir.exists()
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -317,12 +242,15 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
         for stale in run_dir.glob(".*.partial"):  # left by a killed run: never trusted
             shutil.rmtree(stale, ignore_errors=True)
         try:
-            artifacts, consumed, bench_stage = _run_stages(ctx, force)
+            artifacts, consumed, bench_stage, by_key = _run_stages(ctx, force)
             chosen = bench_stage[1].artifacts if bench_stage else None
-            benchmarks, skipped = _benchmark(ctx, bench_stage,
-                                             _candidates(artifacts, consumed, chosen))
-        except BaseException:  # an error, a bug or Ctrl-C: keep nothing from this run
-            _roll_back(ctx, created_run_dir)
+            picked = _candidates(artifacts, consumed, chosen)
+            baselines = _baselines(ctx, picked, by_key, force) if bench_stage else []
+            # after the source, which they stand for: the stages' own artifacts stay last
+            artifacts[1:1] = [b for b in baselines if b not in artifacts]
+            benchmarks, skipped = _benchmark(ctx, bench_stage, _with_baselines(baselines, picked))
+        except BaseException:  # an error, a bug or Ctrl-C: no report from this run
+            _drop_empty_run_dir(ctx, created_run_dir)
             # no report will carry them: what a device kept is said now
             for warning in ctx.cleanup_warnings + close_hosts(ctx.hosts):
                 progress.note(f"warning: {warning}")

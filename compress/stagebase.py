@@ -40,6 +40,15 @@ class StageConfig(Strict):
         Raises ValueError when the targets disagree."""
         return self
 
+    def formats(self) -> dict[str, str]:
+        """{input format: output format} for the model formats (torch, onnx, tflite) this
+        stage takes; the stage graph is checked against it before any work."""
+        return {}
+
+    def format_hint(self, given: str) -> str:
+        """How to give this stage a model it takes, when it was given `given`."""
+        return ""
+
     def external_inputs(self) -> tuple[str, ...]:
         """Checkpoint paths and `module:callable` factories this stage reads besides its
         input artifact; their contents (not their names) go into the stage's cache key."""

@@ -71,29 +71,29 @@ def export_onnx(model, example_inputs: Sequence, input_names: Sequence[str], pat
     return {"opset": written, "exporter": exporter, "outputs": output_names}
 
 
-def parity(onnx_path: Path, inputs: dict, reference: Sequence[np.ndarray]) -> dict:
-    """Run the ONNX file with onnxruntime and compare every output with `reference`."""
-    from runtimes.feeds import iter_batches
+def parity(onnx_path: Path, feeds: Sequence[dict], reference: Sequence[Sequence]) -> dict:
+    """Run the ONNX file with onnxruntime on every feed and compare every output with
+    `reference` (per feed, the outputs in order)."""
+    from runtimes.feeds import select_inputs
     from runtimes.loader import load
-    from runtimes.metrics import fidelity
+    from runtimes.metrics import output_fidelity
 
     with load(str(onnx_path)) as session:
-        fixed = session.inputs[0].shape[0]
-        step = fixed if isinstance(fixed, int) else len(next(iter(inputs.values())))
-        outputs = [session.run(chunk) for chunk, _ in iter_batches(inputs, step)]
+        outputs = [session.run(select_inputs(feed, session.inputs)) for feed in feeds]
         names = list(session.outputs)
-    total = len(next(iter(inputs.values())))
     report = []
     for index, name in enumerate(names):
-        got = np.concatenate([o[index] for o in outputs])[:total]
-        want = np.asarray(reference[index])
+        got = [feed[index] for feed in outputs]
+        want = [np.asarray(feed[index]) for feed in reference if index < len(feed)]
         entry = {"output": name, "max_abs_error": float("inf"),
-                 "max_abs_reference": float(np.abs(want).max()),
-                 "shape": list(got.shape), "expected_shape": list(want.shape)}
-        if got.shape == want.shape:
-            agreement = fidelity(got, want)  # max abs error, cosine, top-1 agreement
+                 "max_abs_reference": max((float(np.abs(w).max()) for w in want if w.size),
+                                          default=0.0),
+                 "shape": list(got[0].shape),
+                 "expected_shape": list(want[0].shape) if want else None}
+        if len(want) == len(got) and all(g.shape == w.shape for g, w in zip(got, want)):
+            agreement = output_fidelity(got, want)  # max abs error, cosine, top-1 agreement
             entry.update(max_abs_error=agreement["max_abs_error"], cosine=agreement["cosine"],
                          top1_agreement=agreement["top1_agreement"])
         report.append(entry)
     worst = max(report, key=lambda r: r["max_abs_error"])
-    return {"outputs": report, "worst": worst, "samples": total}
+    return {"outputs": report, "worst": worst, "samples": len(feeds)}

@@ -19,8 +19,6 @@ import os
 import sys
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from runtimes import conditions
 from runtimes import feeds as feeds_mod
 from runtimes import sysread
@@ -56,6 +54,7 @@ class BenchOptions:
     cpus: tuple[int, ...] | None = None  # pin the process to these CPUs before loading
     sysfs_root: str = "/"              # where /sys is read from (tests, emulators)
     placement: bool = False            # also report where each node ran (own session)
+    save_outputs: str | None = None    # write every evaluation feed's outputs to this .npz
 
 
 def parse_providers(names: list[str], options: list[str]) -> tuple:
@@ -114,31 +113,41 @@ def _progress_printer(enabled: bool):
     return report
 
 
-def _evaluate(session, data: dict[str, np.ndarray], opts: BenchOptions) -> dict | None:
-    model_inputs = feeds_mod.select_inputs(data, session.inputs)
-    labels, reference = data.get(feeds_mod.LABELS_KEY), data.get(feeds_mod.REFERENCE_KEY)
-    metric = opts.metric or ("accuracy" if labels is not None else
-                             "fidelity" if reference is not None else None)
+def _run_feeds(session, feeds: list) -> list:
+    """The outputs of every feed, run one model call each."""
+    return [session.run(feeds_mod.select_inputs(feed, session.inputs)) for feed in feeds]
+
+
+def _evaluate(session, data: feeds_mod.FeedFile, opts: BenchOptions) -> dict | None:
+    metric = opts.metric or ("accuracy" if data.labels is not None else
+                             "fidelity" if data.references is not None else None)
+    if metric is None and not opts.save_outputs:
+        return None
+    if metric == "accuracy" and data.labels is None or \
+            metric == "fidelity" and data.references is None:
+        need = "labels" if metric == "accuracy" else "reference outputs"
+        raise RuntimeInputError(f"metric '{metric}' needs {need} in the evaluation file")
+    outputs = _run_feeds(session, data.feeds)
+    if opts.save_outputs:
+        feeds_mod.write_outputs(opts.save_outputs, outputs, session.outputs)
     if metric is None:
         return None
-    if metric == "accuracy" and labels is None or metric == "fidelity" and reference is None:
-        need = feeds_mod.LABELS_KEY if metric == "accuracy" else feeds_mod.REFERENCE_KEY
-        raise RuntimeInputError(f"metric '{metric}' needs the key '{need}' in the inputs file")
-    batch = feeds_mod.batch_size_for(session.inputs, opts.eval_batch)
-    outputs = [session.run(chunk)[0][:real]
-               for chunk, real in feeds_mod.iter_batches(model_inputs, batch)]
-    result = evaluate(np.concatenate(outputs), metric=metric, labels=labels,
-                      reference=reference, primary=opts.primary,
-                      pairs=opts.pairs or opts.primary == "pair_spearman")
-    result["samples"] = int(sum(len(o) for o in outputs))
+    try:
+        result = evaluate(outputs, metric=metric, labels=data.labels, reference=data.references,
+                          primary=opts.primary, names=list(session.outputs),
+                          pairs=opts.pairs or opts.primary == "pair_spearman")
+    except ValueError as exc:
+        raise RuntimeInputError(f"metric '{metric}': {exc}") from None
+    result["samples"] = len(data.feeds)
     return result
 
 
-def _layout(data: dict, opts: BenchOptions) -> dict:
+def _layout(data: feeds_mod.FeedFile, opts: BenchOptions) -> feeds_mod.FeedFile:
     if not opts.nhwc:
         return data
-    return {k: (v.transpose(0, 2, 3, 1) if v.ndim == 4 and k not in feeds_mod.RESERVED else v)
-            for k, v in data.items()}
+    data.feeds = [{k: (v.transpose(0, 2, 3, 1) if v.ndim == 4 else v) for k, v in feed.items()}
+                  for feed in data.feeds]
+    return data
 
 
 def _energy_fields(energy: dict | None, meter_note: str | None) -> dict:
@@ -153,22 +162,27 @@ def _energy_fields(energy: dict | None, meter_note: str | None) -> dict:
     return {"energy_mj": mj, "energy_note": note, "power": power}
 
 
+def _open(model: str, engine: str, opts: BenchOptions):
+    return load(model, engine=engine, threads=opts.threads, xnnpack=opts.xnnpack,
+                delegate=opts.delegate, delegate_options=opts.delegate_options,
+                providers=list(opts.providers) or None)
+
+
 def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str | None = None,
           meter=None, meter_note: str | None = None) -> dict:
     if opts.cpus:
         pin(list(opts.cpus))
     engine = engine_for(model)
     _import_engine(engine)
-    data = _layout(feeds_mod.read_npz(inputs), opts) if inputs else None
+    # read before the idle reading, so the model's memory share excludes the data
+    raw = feeds_mod.read_npz(inputs) if inputs else None
+    raw_eval = feeds_mod.read_npz(eval_inputs) if eval_inputs else None
     idle_rss = current_rss_mb()
-    session = load(model, engine=engine, threads=opts.threads, xnnpack=opts.xnnpack,
-                   delegate=opts.delegate, delegate_options=opts.delegate_options,
-                   providers=list(opts.providers) or None)
+    session = _open(model, engine, opts)
     try:
-        if data is not None:
-            batch = feeds_mod.batch_size_for(session.inputs, 1)
-            feeds = {name: array[:batch] for name, array in
-                     feeds_mod.select_inputs(data, session.inputs).items()}
+        data = _layout(feeds_mod.read_feeds(raw, session.inputs), opts) if inputs else None
+        if data is not None and data.feeds:  # the first feed is what is timed
+            feeds = feeds_mod.select_inputs(data.feeds[0], session.inputs)
             feeds_mod.check_feeds(feeds, session.inputs)
         else:
             feeds = feeds_mod.synthetic_feeds(session.inputs)
@@ -176,11 +190,18 @@ def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str |
                          min_seconds=opts.seconds, meter=meter,
                          on_progress=_progress_printer(opts.progress),
                          snapshot=lambda: conditions.snapshot(opts.sysfs_root))
-        eval_data = _layout(feeds_mod.read_npz(eval_inputs), opts) if eval_inputs else data
-        metric = _evaluate(session, eval_data, opts) if eval_data is not None else None
         engine_info = session.describe()
     finally:
         session.close()
+    metric = None
+    if raw_eval is not None or (raw is not None and feeds_mod.holds_metric_data(raw)):
+        # a fresh session: a stateful model (variables, ring buffers) starts its evaluation
+        # stream from its initial state, not from wherever the timed runs left it
+        with _open(model, engine, opts) as fresh:
+            eval_data = (_layout(feeds_mod.read_feeds(raw_eval, fresh.inputs, opts.eval_batch),
+                                 opts) if eval_inputs else
+                         _layout(feeds_mod.read_feeds(raw, fresh.inputs), opts))
+            metric = _evaluate(fresh, eval_data, opts)
     energy = timing.pop("energy")
     window = timing.pop("conditions")
     affinity = available_cpus()
@@ -268,6 +289,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--placement", action="store_true", help="also report where each node "
                    "ran (provider or delegate, CPU fallback, estimated share of FLOPs), from "
                    "a separate session after the timed runs")
+    p.add_argument("--save-outputs", metavar="FILE.npz", help="write the outputs of every "
+                   "evaluation feed to this file (for a metric computed elsewhere)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     return p
 
@@ -285,7 +308,7 @@ def _print_human(result: dict) -> None:
         print(f"  warning     {warning}")
     if result["metric"]:
         m = result["metric"]
-        print(f"  {m['name']:<11} {m['value']:.4f} on {m['samples']} samples")
+        print(f"  {m['name']:<11} {m['value']:.4f} on {m['samples']} feeds")
     if result.get("placement"):
         from runtimes.placement import describe
         print(f"  placement   {describe(result['placement'])}")
@@ -336,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                     args.delegate_option),
                             providers=parse_providers(args.provider, args.provider_option),
                             cpus=tuple(parse_cpus(args.cpus)) if args.cpus else None,
-                            placement=args.placement)
+                            placement=args.placement, save_outputs=args.save_outputs)
         try:
             meter, note = detect(name, rail=args.meter_rail, command=args.meter_command,
                                  interval_ms=args.meter_interval_ms, root=root,

@@ -1,12 +1,20 @@
 """Reading and checking model inputs for the runtime layer (numpy only).
 
-An inputs file is an `.npz` whose keys are the model's input names, each an array with a
-leading sample axis. Two reserved keys carry what the metric needs: `__labels__`
-(integer class per sample) or `__reference__` (the original model's first output).
+An inputs file is an `.npz` in one of two layouts:
+- feeds (what the pipeline writes): a list of feeds, each one complete model call in the
+  model's own layout (a state with its batch on axis 1, a 0-d scalar, ...). The key
+  `__feeds__` holds the input names in order; `x.<feed>.<input>` the arrays;
+  `y.<feed>` integer labels and `r.<feed>.<output>` the original model's outputs, for
+  the metric. Written by `write_feeds`.
+- stacked (convenient by hand): one array per input name with a leading sample axis,
+  split into feeds of the model's batch size. Two reserved keys carry what the metric
+  needs: `__labels__` (integer class per sample) or `__reference__` (the original
+  model's first output).
 """
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -17,6 +25,89 @@ from runtimes.session import TensorSpec
 LABELS_KEY = "__labels__"
 REFERENCE_KEY = "__reference__"
 RESERVED = (LABELS_KEY, REFERENCE_KEY)
+FEEDS_KEY = "__feeds__"
+
+
+@dataclass
+class FeedFile:
+    """What an inputs file holds, as feeds (one model call each)."""
+    feeds: list            # dicts {input name: array}
+    labels: list | None    # per feed: integer labels
+    references: list | None  # per feed: the original model's outputs, in order
+
+
+def write_feeds(path: str, feeds: Sequence[dict], names: Sequence[str], labels=None,
+                references=None) -> None:
+    """Save feeds (and labels / reference outputs per feed) in the feeds layout."""
+    arrays = {FEEDS_KEY: np.array(list(names), dtype=str)}
+    for i, feed in enumerate(feeds):
+        arrays.update({f"x.{i}.{k}": np.asarray(feed[name]) for k, name in enumerate(names)})
+        if labels is not None:
+            arrays[f"y.{i}"] = np.asarray(labels[i])
+        for k, output in enumerate(references[i] if references is not None else ()):
+            arrays[f"r.{i}.{k}"] = np.asarray(output)
+    np.savez(path, **arrays)
+
+
+def _indexed(data: dict, prefix: str) -> dict:
+    """{(feed, position): array} of the keys `prefix.<feed>[.<position>]`."""
+    found = {}
+    for key, array in data.items():
+        head, _, rest = key.partition(".")
+        if head == prefix:
+            parts = tuple(int(p) for p in rest.split("."))
+            found[parts if len(parts) > 1 else (parts[0], 0)] = array
+    return found
+
+
+def _ordered(found: dict, feeds: int) -> list | None:
+    if not found:
+        return None
+    positions = 1 + max(k for _, k in found)
+    return [[found[(i, k)] for k in range(positions) if (i, k) in found] for i in range(feeds)]
+
+
+def _from_feeds_layout(data: dict) -> FeedFile:
+    names = [str(n) for n in data[FEEDS_KEY]]
+    inputs = _indexed(data, "x")
+    count = 1 + max((i for i, _ in inputs), default=-1)
+    try:
+        feeds = [{name: inputs[(i, k)] for k, name in enumerate(names)} for i in range(count)]
+    except KeyError as exc:
+        raise RuntimeInputError(f"the inputs file lacks array x.{exc.args[0][0]}."
+                                f"{exc.args[0][1]}: it is not a complete feeds file") from None
+    labels = _ordered(_indexed(data, "y"), count)
+    return FeedFile(feeds, [l[0] for l in labels] if labels else None,
+                    _ordered(_indexed(data, "r"), count))
+
+
+def _from_stacked(data: dict, specs: Sequence[TensorSpec], dynamic_batch: int) -> FeedFile:
+    """Samples on the first axis, cut into feeds of the model's batch size (`dynamic_batch`
+    where it is dynamic); a last partial batch of a fixed-batch model is left out."""
+    inputs = select_inputs(data, specs)
+    batch = batch_size_for(specs, dynamic_batch)
+    total = len(next(iter(inputs.values())))
+    starts = range(0, total - batch + 1 if specs and not specs[0].batch_dim_is_dynamic()
+                   else total, batch)
+    feeds = [{k: v[s:s + batch] for k, v in inputs.items()} for s in starts]
+    labels, reference = data.get(LABELS_KEY), data.get(REFERENCE_KEY)
+    return FeedFile(feeds, [labels[s:s + batch] for s in starts] if labels is not None else None,
+                    [[reference[s:s + batch]] for s in starts] if reference is not None else None)
+
+
+def holds_metric_data(data: dict) -> bool:
+    """Whether an inputs file's arrays include labels or reference outputs."""
+    return any(key in RESERVED or key.startswith(("y.", "r.")) for key in data)
+
+
+def read_feeds(source: str | dict, specs: Sequence[TensorSpec],
+               dynamic_batch: int = 1) -> FeedFile:
+    """The feeds of an inputs file (a path, or what read_npz returned) in either layout
+    (see the module docstring)."""
+    data = read_npz(source) if isinstance(source, str) else source
+    if FEEDS_KEY in data:
+        return _from_feeds_layout(data)
+    return _from_stacked(data, specs, dynamic_batch)
 
 
 def read_npz(path: str) -> dict[str, np.ndarray]:
@@ -48,7 +139,7 @@ def check_feeds(feeds: dict[str, np.ndarray], specs: Sequence[TensorSpec]) -> No
             raise RuntimeInputError(
                 f"input '{spec.name}' has shape {tuple(array.shape)} but the model expects "
                 f"{tuple(spec.shape)} (None = any size)")
-        if spec.dtype != str(array.dtype):
+        if str(array.dtype) not in (spec.dtype, spec.native_dtype):
             raise RuntimeInputError(
                 f"input '{spec.name}' has dtype {array.dtype} but the model expects {spec.dtype}")
 
@@ -96,3 +187,24 @@ def synthetic_feeds(specs: Sequence[TensorSpec], seed: int = 0) -> dict[str, np.
         else:
             feeds[spec.name] = rng.standard_normal(shape).astype(spec.dtype)
     return feeds
+
+
+OUTPUTS_KEY = "__outputs__"
+
+
+def write_outputs(path: str, outputs: Sequence[Sequence], names: Sequence[str]) -> None:
+    """Every feed's outputs (a list per feed), for a metric computed by the caller."""
+    arrays = {OUTPUTS_KEY: np.array(list(names), dtype=str)}
+    for i, feed in enumerate(outputs):
+        arrays.update({f"o.{i}.{k}": np.asarray(value) for k, value in enumerate(feed)})
+    np.savez(path, **arrays)
+
+
+def read_outputs(path: str) -> tuple[list[str], list[list]]:
+    """(output names, per feed the outputs in order) from write_outputs' file."""
+    data = read_npz(path)
+    if OUTPUTS_KEY not in data:
+        raise RuntimeInputError(f"{path} is not an outputs file (no {OUTPUTS_KEY})")
+    found = _indexed(data, "o")
+    count = 1 + max((i for i, _ in found), default=-1)
+    return [str(n) for n in data[OUTPUTS_KEY]], _ordered(found, count) or []

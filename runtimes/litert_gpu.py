@@ -145,7 +145,8 @@ class LiteRTGpuSession(Session):
         self._new_buffers()
         self.inputs = tuple(
             TensorSpec(d["name"], tuple(int(x) for x in d["shape"]),
-                       "float32" if is_quantized(d) else np.dtype(d["dtype"]).name)
+                       "float32" if is_quantized(d) else np.dtype(d["dtype"]).name,
+                       np.dtype(d["dtype"]).name if is_quantized(d) else None)
             for d in self._inputs)
         self.outputs = tuple(d["name"] for d in self._outputs)
 

@@ -87,7 +87,7 @@ def to_native(detail: dict, value: np.ndarray) -> np.ndarray:
         scale, zero = detail["quantization"]
         info = np.iinfo(detail["dtype"])
         value = np.clip(np.round(value / scale + zero), info.min, info.max)
-    return np.ascontiguousarray(value, dtype=detail["dtype"])
+    return np.require(value, dtype=detail["dtype"], requirements="C")  # keeps 0-d inputs 0-d
 
 
 def load_error(path: str, exc: Exception) -> RuntimeInputError:
@@ -133,7 +133,8 @@ class LiteRTSession(Session):
         # Quantized inputs are presented as float: the session quantizes them itself.
         self.inputs = tuple(
             TensorSpec(d["name"], tuple(int(x) for x in d["shape"]),
-                       "float32" if is_quantized(d) else np.dtype(d["dtype"]).name)
+                       "float32" if is_quantized(d) else np.dtype(d["dtype"]).name,
+                       np.dtype(d["dtype"]).name if is_quantized(d) else None)
             for d in self._inputs)
         self.outputs = tuple(d["name"] for d in self._outputs)
 

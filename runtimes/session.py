@@ -18,6 +18,9 @@ class TensorSpec:
     name: str
     shape: tuple  # ints, or strings / None for dynamic dimensions
     dtype: str    # numpy dtype name, e.g. "float32"
+    # a quantized input presented as float: the integer type the file stores, which is
+    # also fed as it is (data already quantized, e.g. a microcontroller's features)
+    native_dtype: str | None = None
 
     def batch_dim_is_dynamic(self) -> bool:
         return bool(self.shape) and not isinstance(self.shape[0], int)

@@ -75,3 +75,10 @@ def run_cli(*args, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """`python -m compress ...` in a subprocess, as a user would run it."""
     return subprocess.run([sys.executable, "-m", "compress", *map(str, args)], cwd=cwd,
                            capture_output=True, text=True, timeout=600)
+
+
+def assert_only_finished_stages(runs: Path, kept: list[str]) -> None:
+    """A run that failed in a stage keeps the stages it finished (for a re-run to resume
+    from) and nothing half-written: no .partial folder, no report."""
+    assert sorted(p.parent.name for p in runs.rglob("stage.json")) == sorted(kept)
+    assert not [p for p in runs.rglob("*") if ".partial" in p.name or p.name.startswith("report.")]

@@ -30,8 +30,7 @@ from compress.quant.torch_to_onnx import (dynamic_batch_example, export_quantize
 
 def _calibration_batches(ctx, names: list[str], samples: int, torch) -> list[tuple]:
     data = ctx.require_dataset("calibration", "neural-compressor calibration")
-    count = min(samples, len(data))
-    return [tuple(torch.from_numpy(data.inputs[n][i:i + 1]) for n in names) for i in range(count)]
+    return [tuple(torch.from_numpy(feed[n]) for n in names) for feed in data.take(samples)]
 
 
 @contextlib.contextmanager
@@ -51,12 +50,13 @@ def int8_static(ctx, artifact, config, target: Path) -> dict:
     torch = require("torch", "quantize with backend neural-compressor")
     from neural_compressor.torch.export import export
 
-    names = [d.name for d in ctx.pipeline.model.inputs]
+    names = [d.name for d in ctx.inputs]
     batches = _calibration_batches(ctx, names, config.samples, torch)
     model = copy.deepcopy(ctx.torch_model(artifact)).eval()
     # a dynamic batch, so the metric can run on batches of evaluation data in autotuning
     example, dynamic = dynamic_batch_example(
-        ctx.require_dataset("calibration", "neural-compressor calibration").inputs, names)
+        ctx.require_dataset("calibration", "neural-compressor calibration")
+        .samples("neural-compressor").inputs, names)
     meta = {"backend": "neural-compressor", "calibration_samples": len(batches)}
     with _in_scratch_dir(), torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch.export's pytree deprecations
@@ -154,12 +154,12 @@ def int4_weight_only(ctx, artifact, config, target: Path) -> dict:
 
     from compress.quant.int4 import quantize_embeddings, weight_precision
 
-    names = [d.name for d in ctx.pipeline.model.inputs]
+    names = [d.name for d in ctx.inputs]
     calibrated = config.algorithm in ("gptq", "awq")
     batches = _calibration_batches(ctx, names, config.samples, torch) if calibrated else None
     if batches is None:
         example = tuple(torch.zeros(d.shape, dtype=getattr(torch, d.dtype))
-                        for d in ctx.pipeline.model.inputs)
+                        for d in ctx.inputs)
     else:
         example = batches[0]
     model = copy.deepcopy(ctx.torch_model(artifact)).eval()

@@ -51,20 +51,22 @@ def preprocess(source: Path, out_dir: Path, ctx) -> Path:
 
 
 class _Reader:
-    """Feeds calibration samples one model batch at a time and advances the progress bar."""
+    """Feeds the calibration feeds one model call at a time, advancing the progress bar."""
 
-    def __init__(self, inputs: dict, batch: int, advance):
-        self._inputs, self._batch, self._advance = inputs, batch, advance
-        self._total = len(next(iter(inputs.values())))
-        self._start = 0
+    def __init__(self, feeds: list[dict], advance):
+        self._feeds, self._advance = feeds, advance
+        self._next = 0
 
     def get_next(self):
-        if self._start + self._batch > self._total:
+        if self._next >= len(self._feeds):
             return None
-        feed = {k: v[self._start:self._start + self._batch] for k, v in self._inputs.items()}
-        self._start += self._batch
-        self._advance(self._batch)
+        feed = self._feeds[self._next]
+        self._next += 1
+        self._advance(1)
         return feed
+
+    def rewind(self):
+        self._next = 0
 
 
 def _static_options(source: Path, config, act, weight, exclude: list) -> tuple[dict, dict]:
@@ -98,15 +100,8 @@ def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple 
     from onnxruntime.quantization import (CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
     data = ctx.require_dataset("calibration", "int8-static quantization")
-    spec = ctx.pipeline.model.inputs[0]
-    # a dynamic batch is calibrated two samples at a time; a fixed one (static_shapes
-    # included) as declared
-    dynamic = ctx.pipeline.model.dynamic_batch and not config.static_shapes
-    batch = 2 if dynamic else spec.shape[0]
-    usable = min(config.samples, len(data)) // batch * batch
-    if usable == 0:
-        raise ModelError(f"int8-static needs at least {batch} calibration samples; got {len(data)}")
-    inputs = data.head(usable)
+    feeds = data.take(config.samples)
+    usable = len(feeds)
     method = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
               "percentile": CalibrationMethod.Percentile}[config.calibration]
     act = QuantType[QUANT_TYPES[config.activations]]
@@ -117,11 +112,11 @@ def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple 
     ranges = ranges or target.parent / "calibration_ranges.json"
     calibrated = ranges.is_file()
     task = (contextlib.nullcontext(lambda *a, **k: None) if calibrated else
-            ctx.progress.task(f"calibrating ({config.calibration}, {usable} samples)", usable))
+            ctx.progress.task(f"calibrating ({config.calibration}, {usable} feeds)", usable))
     with task as advance:
         # with a cache file that exists, quantize_static reads the ranges and ignores the
         # reader; otherwise it calibrates with the reader and writes the file
-        reader = None if calibrated else _Reader(inputs, batch, advance)
+        reader = None if calibrated else _Reader(feeds, advance)
         if reader is not None and config.calibration == "entropy":
             _entropy_ranges(source, reader, config, ranges)
         quantize_static(str(source), str(target), reader, quant_format=QuantFormat.QDQ,
@@ -134,7 +129,7 @@ def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple 
         ranges.unlink(missing_ok=True)
     meta = {"calibration": config.calibration, "calibration_samples": usable}
     if config.bias_correction:
-        meta["bias_correction"] = _bias_correction(source, target, inputs, batch, config, ctx)
+        meta["bias_correction"] = _bias_correction(source, target, feeds, config, ctx)
     return meta
 
 
@@ -187,15 +182,14 @@ def qdq_summary(path: Path) -> dict:
             "qdq_domains": sorted(domains)}
 
 
-def _bias_correction(float_model: Path, target: Path, inputs: dict, batch: int,
-                     config, ctx) -> dict:
+def _bias_correction(float_model: Path, target: Path, feeds: list[dict], config, ctx) -> dict:
     from compress.bias_correction import correct_biases
 
-    total = len(next(iter(inputs.values()))) // batch
-    picks = np.unique(np.linspace(0, total - 1, min(config.bias_correction_samples, total)).astype(int))
-    feeds = [{k: v[i * batch:(i + 1) * batch] for k, v in inputs.items()} for i in picks]
-    with ctx.progress.task(f"bias correction ({len(feeds)} samples)", None) as advance:
-        return correct_biases(float_model, target, feeds, threads=os.cpu_count() or 1,
+    picks = np.unique(np.linspace(0, len(feeds) - 1,
+                                  min(config.bias_correction_samples, len(feeds))).astype(int))
+    chosen = [feeds[i] for i in picks]
+    with ctx.progress.task(f"bias correction ({len(chosen)} feeds)", None) as advance:
+        return correct_biases(float_model, target, chosen, threads=os.cpu_count() or 1,
                               advance=advance)
 
 

@@ -23,11 +23,11 @@ def int8_qat(ctx, artifact, config, target: Path) -> dict:
 
     from compress.training import check_labels, train
 
-    data = ctx.require_dataset("train", "quantize int8-qat")
+    data = ctx.require_dataset("train", "quantize int8-qat").samples("int8-qat")
     if data.labels is None:
         raise DataError("int8-qat trains on labels, and data.train has none: return labels "
                         "with the training inputs")
-    names = [d.name for d in ctx.pipeline.model.inputs]
+    names = [d.name for d in ctx.inputs]
     model = copy.deepcopy(ctx.torch_model(artifact)).eval()
     example, dynamic = dynamic_batch_example(data.inputs, names)  # training batches vary
     graph = torch.export.export(model, example, dynamic_shapes=dynamic).module()

@@ -20,9 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
-import numpy as np
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 
+from compress.bench_inputs import custom_score, outputs_path, write_inputs
 from compress.errors import ModelError, RemoteError
 from compress.stagebase import StageConfig, register
 from runtimes.measure import summarize_latencies
@@ -43,31 +43,6 @@ class Benchmark(StageConfig):
     artifacts: Optional[tuple[str, ...]] = Field(
         None, description="stage names whose ONNX or TFLite artifacts to measure beside the "
         "FP32 baselines (default: every final artifact, i.e. one no later stage consumed)")
-
-
-def write_inputs(ctx, folder: Path) -> tuple[Path | None, Path | None, dict | None]:
-    """batch.npz (what is timed), eval.npz (inputs + labels/reference), metric baseline."""
-    data = ctx.dataset("evaluation") or ctx.dataset("calibration")
-    if data is None:
-        return None, None, None
-    spec = ctx.pipeline.model.inputs[0]
-    batch = 1 if ctx.pipeline.model.dynamic_batch else spec.shape[0]
-    np.savez(folder / "batch.npz", **{k: np.resize(v, (batch, *v.shape[1:]))
-                                      for k, v in data.inputs.items()})
-    evaluation = ctx.dataset("evaluation")
-    if evaluation is None:
-        return folder / "batch.npz", None, None
-    from runtimes.feeds import LABELS_KEY, REFERENCE_KEY
-
-    metric = ctx.metric()
-    bundle = dict(evaluation.inputs)
-    if metric.type == "accuracy":
-        bundle[LABELS_KEY] = evaluation.labels
-    else:
-        bundle[REFERENCE_KEY] = ctx.reference_outputs()
-    np.savez(folder / "eval.npz", **bundle)
-    return (folder / "batch.npz", folder / "eval.npz",
-            {"name": metric.type, "baseline": ctx.metric_baseline()})
 
 
 ENGINE_OF_FORMAT = {"onnx": "onnxruntime", "tflite": "litert"}
@@ -162,7 +137,7 @@ def plan_jobs(candidates, targets, cores: dict[str, int],
 
 
 def _runner_args(path, inputs, evaluation, job: Job, config: Benchmark, metric,
-                 nhwc: bool = False, first_round: bool = True) -> list[str]:
+                 nhwc: bool = False, first_round: bool = True, outputs: str = "") -> list[str]:
     """What follows `python -m runtimes bench` (paths as the measuring machine sees them).
     The metric and the op placement do not change between rounds: the first one has them."""
     cmd = [str(path), "--json", "--progress",
@@ -179,7 +154,10 @@ def _runner_args(path, inputs, evaluation, job: Job, config: Benchmark, metric,
     if first_round and job.accelerated:
         cmd += ["--placement"]
     if evaluation and first_round:
-        cmd += ["--eval", str(evaluation), "--metric", metric["name"]]
+        cmd += ["--eval", str(evaluation)]
+        if metric["custom"]:  # scored on this side, by the user's function
+            return cmd + ["--save-outputs", outputs]
+        cmd += ["--metric", metric["name"]]
         if metric.get("primary"):
             cmd += ["--primary", metric["primary"]]
         if metric.get("pairs"):
@@ -313,7 +291,8 @@ def _record(result: dict, job: Job, metric_info, host=None) -> dict:
     if result.get("metric") and metric_info:
         value = result["metric"]["value"]
         metric = {**result["metric"], "baseline": metric_info["baseline"],
-                  "drop": metric_info["baseline"] - value}
+                  "baseline_model": "the source model as given",
+                  "drop": metric_info["drop"](metric_info["baseline"], value)}
     return {
         "artifact": artifact.id, "format": artifact.format, "target": target,
         "baseline": is_baseline,
@@ -362,9 +341,7 @@ def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
     """`jobs`: what plan_jobs made of the candidates and the pipeline's targets."""
     inputs, evaluation, metric_info = write_inputs(ctx, ctx.out_dir)
     if metric_info is not None:
-        fidelity = metric_info["name"] == "fidelity"
-        metric_info["primary"] = ctx.metric().primary if fidelity else None
-        metric_info["pairs"] = fidelity and ctx.metric().pairs
+        metric_info["drop"] = ctx.metric().drop
     placed = _stage_on_hosts(jobs, ctx, inputs, evaluation)
     rounds = {index: [] for index in range(len(jobs))}
     unmeasured: dict[int, str] = {}   # job -> why its accelerator cannot be measured there
@@ -376,8 +353,10 @@ def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
             host, model, batch, evaluate = placed.get(
                 index, (None, ctx.path(artifact), inputs, evaluation))
             # The metric does not change between rounds: evaluate in the first one only.
+            outputs = outputs_path(host, ctx.out_dir, index)
             args = _runner_args(model, batch, evaluate, job, config, metric_info,
-                                artifact.meta.get("channels_last", False), round_index == 0)
+                                artifact.meta.get("channels_last", False), round_index == 0,
+                                outputs)
             cmd = (host.runner_command(args, config.timeout_s) if host else
                    [job.python or sys.executable, "-m", "runtimes", "bench", *args])
             label = (f"benchmark {artifact.id} on {job.target} ({job.threads} threads, round "
@@ -392,6 +371,8 @@ def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
                 continue
             # The runner's whole wall time, start-up and (over SSH) the round trip included.
             result["wall_s"] = time.perf_counter() - started
+            if round_index == 0 and evaluate and metric_info and metric_info["custom"]:
+                result["metric"] = custom_score(ctx, host, outputs)
             rounds[index].append(result)
             if host:
                 host.times.run_s.append(result["wall_s"])

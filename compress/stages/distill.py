@@ -12,6 +12,7 @@ from __future__ import annotations
 import copy
 from typing import Annotated, Any, Literal, Optional, Union
 
+import numpy as np
 from pydantic import (Discriminator, Field, NonNegativeFloat, PositiveFloat, Tag,
                       model_validator)
 
@@ -86,6 +87,12 @@ class Distill(StageConfig):
         models = [m for m in (self.teacher, self.student) if not isinstance(m, str)]
         return tuple(item for m in models for item in (m.factory, m.checkpoint) if item)
 
+    def formats(self) -> dict[str, str]:
+        return {"torch": "torch"}
+
+    def format_hint(self, given: str) -> str:
+        return "distill trains a torch model: put it before any export stage"
+
     def required_data(self) -> tuple[str, ...]:
         return ("train",)
 
@@ -94,9 +101,11 @@ def _first(output):
     return output[0] if isinstance(output, (tuple, list)) else output
 
 
-def _call_factory(spec: str, kwargs: dict, ctx, what: str):
+def _call_factory(spec, kwargs: dict, ctx, what: str):
+    """`spec`: `module:callable`, or the callable itself (a pipeline built in Python)."""
     torch = require("torch", "distill")
-    factory = import_callable(spec, ctx.pipeline.base_dir, ModelError, what)
+    factory = (import_callable(spec, ctx.pipeline.base_dir, ModelError, what)
+               if isinstance(spec, str) else spec)
     try:
         model = factory(**kwargs)
     except Exception as exc:  # user code
@@ -119,11 +128,11 @@ def _teacher(config: Distill, ctx) -> tuple[object, dict]:
             raise ModelError("`teacher: source` needs a torch model (model.torch); for an ONNX "
                              "model give `teacher: {factory: ..., checkpoint: ...}`")
         return ctx.torch_model(ctx.source_artifact), {
-            "source": True, "factory": source.factory, "kwargs": source.kwargs,
+            "source": True, "factory": _named(source.factory), "kwargs": source.kwargs,
             "checkpoint": source.checkpoint}
     spec = config.teacher
     factory = spec.factory or (source.factory if source is not None else None)
-    if factory is None:
+    if factory is None or (spec.factory is None and source.module is not None):
         raise ModelError("teacher.factory is needed: the pipeline's model is not a torch factory")
     kwargs = spec.kwargs
     if spec.factory is None and not kwargs:  # the pipeline's factory: its kwargs too
@@ -131,8 +140,12 @@ def _teacher(config: Distill, ctx) -> tuple[object, dict]:
     model = _call_factory(factory, kwargs, ctx, "teacher.factory")
     if spec.checkpoint:
         _load_weights(model, spec.checkpoint, ctx, "teacher.checkpoint")
-    return model.eval(), {"source": False, "factory": factory, "kwargs": kwargs,
+    return model.eval(), {"source": False, "factory": _named(factory), "kwargs": kwargs,
                           "checkpoint": spec.checkpoint}
+
+
+def _named(factory) -> Optional[str]:
+    return factory if isinstance(factory, str) or factory is None else "(a Python callable)"
 
 
 def _student(config: Distill, artifact, ctx) -> tuple[object, str, dict]:
@@ -267,6 +280,16 @@ def _metric(model, ctx) -> Optional[float]:
     return None if result is None else result["value"]
 
 
+def _teacher_outputs(teacher, inputs: dict, torch, batch: int = 64):
+    """The teacher's first output over the samples, in batches."""
+    total, outs = len(next(iter(inputs.values()))), []
+    with torch.no_grad():
+        for start in range(0, total, batch):
+            out = teacher(*[torch.from_numpy(a[start:start + batch]) for a in inputs.values()])
+            outs.append((out[0] if isinstance(out, (tuple, list)) else out).numpy())
+    return np.concatenate(outs)
+
+
 def _train(pair: _Pair, data, alpha: float, ctx, torch) -> tuple[object, list]:
     """Train; return train()'s result and every evaluation (the first is before training)."""
     seen = []
@@ -278,8 +301,7 @@ def _train(pair: _Pair, data, alpha: float, ctx, torch) -> tuple[object, list]:
     # The teacher is fixed and the inputs are the same every epoch: running it once over
     # data.train (instead of on every batch of every epoch) often halves the training time.
     # train() slices every array of `inputs` with the same batch indices.
-    from compress.model_source import run_model
-    inputs = {**data.inputs, _TEACHER_KEY: run_model(pair.teacher, ctx.pipeline, data.inputs)}
+    inputs = {**data.inputs, _TEACHER_KEY: _teacher_outputs(pair.teacher, data.inputs, torch)}
     result = train(pair.trainable, _loss_fn(pair, alpha, torch), inputs, data.labels,
                    pair.config.train, evaluate=evaluate if has_eval else None,
                    progress=ctx.progress, label="distill")
@@ -290,7 +312,7 @@ def _train(pair: _Pair, data, alpha: float, ctx, torch) -> tuple[object, list]:
 def run(artifact, config: Distill, ctx) -> list[Output]:
     torch = require("torch", "distill")
     from compress.torch_artifacts import save_torch_model
-    data = ctx.require_dataset("train", "distill")
+    data = ctx.require_dataset("train", "distill").samples("distill")
     teacher, described = _teacher(config, ctx)
     student, factory, kwargs = _student(config, artifact, ctx)
     alpha = config.alpha if data.labels is not None else 1.0

@@ -18,9 +18,17 @@ class ExportOnnx(StageConfig):
     opset: int = Field(18, ge=13, le=23, description="ONNX opset to ask the exporter for")
     exporter: Literal["dynamo", "legacy"] = Field(
         "dynamo", description="torch.onnx's default (dynamo) or the TorchScript-based one")
-    parity_samples: PositiveInt = Field(32, description="samples compared with torch")
+    parity_samples: PositiveInt = Field(32, description="feeds compared with torch")
     atol: PositiveFloat = Field(1e-4, description="allowed error: atol + rtol * max|torch output|")
-    rtol: PositiveFloat = 1e-3
+    rtol: PositiveFloat = Field(1e-3, description="allowed error relative to the largest "
+                                "torch output (see atol)")
+
+    def formats(self) -> dict[str, str]:
+        return {"torch": "onnx"}
+
+    def format_hint(self, given: str) -> str:
+        return ("the model is ONNX already: leave export.onnx out" if given == "onnx" else
+                "start the pipeline from the torch model (model.torch) to export it to ONNX")
 
 
 @register(ExportOnnx)
@@ -31,12 +39,12 @@ def run(artifact, config: ExportOnnx, ctx) -> list[Output]:
 
     model = ctx.torch_model(artifact)
     spec = ctx.pipeline.model
-    names = [d.name for d in spec.inputs]
-    inputs, parity_source = parity_inputs(ctx, config.parity_samples)
+    names = [d.name for d in ctx.inputs]
+    feeds, parity_source = parity_inputs(ctx, config.parity_samples)
+    first = feeds[0]
     # A dynamic batch must be traced with a batch other than 1: exporters specialise 1.
-    example_batch = 2 if spec.dynamic_batch else spec.inputs[0].shape[0]
-    example = [torch.from_numpy(np.resize(inputs[n], (example_batch, *inputs[n].shape[1:])))
-               for n in names]
+    example = [torch.from_numpy(np.resize(first[n], (2, *first[n].shape[1:]))
+                                if spec.dynamic_batch else first[n]) for n in names]
     path = ctx.out_dir / "model.onnx"
     ctx.progress.note(f"exporting to ONNX (opset {config.opset}, {config.exporter} exporter)")
     try:
@@ -44,17 +52,13 @@ def run(artifact, config: ExportOnnx, ctx) -> list[Output]:
                            dynamic_batch=spec.dynamic_batch, exporter=config.exporter)
     except ExportFailed as exc:
         raise ModelError(f"{exc}. Try `exporter: legacy` or another opset") from None
-    if not spec.dynamic_batch:  # a fixed-batch model takes exactly its declared batch
-        batch = spec.inputs[0].shape[0]
-        usable = len(next(iter(inputs.values()))) // batch * batch or batch
-        inputs = {n: np.resize(a, (usable, *a.shape[1:])) for n, a in inputs.items()}
-    check = parity(path, inputs, torch_outputs(model, names, inputs, torch))
+    check = parity(path, feeds, torch_outputs(model, ctx.inputs, feeds, torch))
     worst = check["worst"]
     limit = config.atol + config.rtol * worst["max_abs_reference"]
     if not worst["max_abs_error"] <= limit:
         raise ModelError(
             f"ONNX output '{worst['output']}' differs from torch by {worst['max_abs_error']:.3g} "
-            f"(allowed {limit:.3g}) on {check['samples']} samples from {parity_source}; shapes "
+            f"(allowed {limit:.3g}) on {check['samples']} feeds from {parity_source}; shapes "
             f"{worst['shape']} vs {worst['expected_shape']}. Try `exporter: legacy`, another "
             "opset, or raise atol/rtol if the model is numerically sensitive")
     return [Output(path, "onnx", "fp32", {**info, "parity": check,

@@ -2,10 +2,8 @@
 checked against torch, and checked that what was promised to be int8 is int8."""
 from __future__ import annotations
 
-import os
 from typing import Literal, Optional
 
-import numpy as np
 from pydantic import Field, PositiveInt, model_validator
 
 from compress.artifacts import Output
@@ -60,6 +58,15 @@ class ExportTflite(StageConfig):
     def required_data(self) -> tuple[str, ...]:
         return ("calibration",) if self.mode == "int8" else ()
 
+    def formats(self) -> dict[str, str]:
+        return {"torch": "tflite"}
+
+    def format_hint(self, given: str) -> str:
+        if given == "tflite":
+            return "the model is TFLite already: leave export.tflite out (quantize takes it)"
+        return ("export.tflite converts a torch model; start the pipeline from the torch "
+                "model (model.torch), or quantize the ONNX model with stage quantize")
+
     def for_targets(self, targets: list) -> "ExportTflite":
         # a mode set on the stage, or by the preset it names, wins over the targets' modes
         config = self if "mode" in self.model_fields_set or self._named_preset_sets_mode() \
@@ -95,61 +102,17 @@ class ExportTflite(StageConfig):
         return presets.fill(self, {"mode": mode}, f"mode {mode} (asked for by {', '.join(wanted)})")
 
 
-def _calibration(ctx, config: ExportTflite, channels_last: bool) -> list[dict]:
-    data = ctx.require_dataset("calibration", "export.tflite in mode int8")
-    feeds = []
-    for i in range(min(config.samples, len(data))):
-        feed = {name: array[i:i + 1] for name, array in data.inputs.items()}
-        if channels_last:
-            feed = {k: v.transpose(0, 2, 3, 1) if v.ndim == 4 else v for k, v in feed.items()}
-        feeds.append(feed)
-    return feeds
-
-
-def _bias_correction(fp32, target, calibration: list[dict], config: ExportTflite, ctx) -> dict:
-    from export.tflite_bias_correction import correct_biases
-
-    picks = np.unique(np.linspace(0, len(calibration) - 1,
-                                  min(config.bias_correction_samples, len(calibration))).astype(int))
-    feeds = [calibration[i] for i in picks]
-    with ctx.progress.task(f"bias correction ({len(feeds)} samples)", None) as advance:
-        return correct_biases(fp32, target, feeds, threads=os.cpu_count() or 1, advance=advance)
-
-
-def _parity(path, inputs: dict, reference: list, channels_last: bool) -> dict:
-    from runtimes.loader import load
-    from runtimes.metrics import fidelity
-
-    with load(str(path)) as session:
-        name = session.inputs[0].name
-        outputs = []
-        for i in range(len(next(iter(inputs.values())))):
-            x = next(iter(inputs.values()))[i:i + 1]
-            outputs.append(session.run({name: x.transpose(0, 2, 3, 1) if channels_last and x.ndim == 4 else x})[0])
-    return fidelity(np.concatenate(outputs), reference[0])
-
-
-def _check_int8(report: dict, config: ExportTflite) -> None:
-    if config.mode == "int8" and report["float32_tensors"]:
-        names = ", ".join(report["float32_tensors"][:8])
-        raise ModelError(f"mode int8 promised a full-integer model, but "
-                         f"{len(report['float32_tensors'])} tensors stayed float32 ({names}); "
-                         "those ops have no int8 kernel in TFLite: use mode dynamic-int8, or "
-                         "the ONNX INT8 path")
-
-
 @register(ExportTflite)
 def run(artifact, config: ExportTflite, ctx) -> list[Output]:
     torch = require("torch", "export.tflite")
-    from export.tflite import (ConversionFailed, convert_fp32, converter_logs_hidden, quantize,
-                               tensor_report)
+    from compress.quant import tflite as post
+    from export.tflite import ConversionFailed, convert_fp32, converter_logs_hidden, tensor_report
 
     model = ctx.torch_model(artifact)
-    names = [d.name for d in ctx.pipeline.model.inputs]
-    inputs, _ = parity_inputs(ctx, config.parity_samples)
-    example = [torch.from_numpy(inputs[n][:1]) for n in names]
+    feeds, _ = parity_inputs(ctx, config.parity_samples)
+    example = [torch.from_numpy(feeds[0][d.name]) for d in ctx.inputs]
     fp32 = ctx.out_dir / ("model.tflite" if config.mode == "fp32" else "fp32.tflite")
-    target, calibration, corrected = fp32, None, None
+    target, meta = fp32, {}
     ctx.progress.note(f"converting to TFLite ({config.mode})")
     with converter_logs_hidden():
         require("litert_torch", "export.tflite")
@@ -157,27 +120,24 @@ def run(artifact, config: ExportTflite, ctx) -> list[Output]:
             convert_fp32(model, example, fp32, config.channels_last)
         except ConversionFailed as exc:
             raise ModelError(f"{exc}; or try another mode") from None
-        if config.mode != "fp32":
-            target = ctx.out_dir / "model.tflite"
-            calibration = _calibration(ctx, config, config.channels_last) if config.mode == "int8" else None
-            quantize(fp32, target, config.mode, calibration)
-    if config.mode == "int8" and config.bias_correction:  # outside: it shows progress
-        corrected = _bias_correction(fp32, target, calibration, config, ctx)
+        meta["tensors"] = tensor_report(fp32)
+    if config.mode != "fp32":
+        target = ctx.out_dir / "model.tflite"
+        meta = post.quantize_file(fp32, target, config.mode, ctx, {
+            "samples": config.samples, "channels_last": config.channels_last,
+            "bias_correction": config.bias_correction,
+            "bias_correction_samples": config.bias_correction_samples,
+            "purpose": "export.tflite in mode int8"})
+        fp32.unlink()
+    reference = torch_outputs(model, ctx.inputs, feeds, torch)
     with converter_logs_hidden():
-        if target != fp32:
-            fp32.unlink()
-        report = tensor_report(target)
-        _check_int8(report, config)
-        single = {n: inputs[n] for n in names[:1]}
-        reference = torch_outputs(model, names, inputs, torch)
-        parity = _parity(target, single, reference, config.channels_last)
+        parity = post.parity(target, feeds, reference, config.channels_last)
     if config.mode == "fp32" and not parity["cosine"] > 0.9999:
         raise ModelError(f"TFLite output differs from torch (cosine {parity['cosine']:.6f}, max abs "
                          f"error {parity['max_abs_error']:.3g}); try exporting ONNX instead")
-    meta = {"mode": config.mode, "io": config.io_type, "channels_last": config.channels_last,
-            "parity": {"worst": {"output": "output", **parity}}, "tensors": report}
-    if corrected:
-        meta["bias_correction"] = corrected
+    meta.update(mode=config.mode, io=config.io_type, channels_last=config.channels_last,
+                parity={"worst": {"output": "worst", **{k: v for k, v in parity.items()
+                                                        if k != "outputs"}}})
     if config.preset not in (None, presets.NONE):
         meta["preset"] = presets.record(config, presets.get(config.preset).for_tflite())
     return [Output(target, "tflite", PRECISION[config.mode], meta)]

@@ -77,6 +77,12 @@ class Prune(StageConfig):
     def step_count(self) -> int:
         return (self.steps or 3) if self.schedule == "iterative" else 1
 
+    def formats(self) -> dict[str, str]:
+        return {"torch": "torch"}
+
+    def format_hint(self, given: str) -> str:
+        return "prune works on the torch model: put it before any export stage"
+
     def required_data(self) -> tuple[str, ...]:
         taylor = self.method == "channel" and self.importance == "taylor"
         return ("train",) if self.train.epochs > 0 or taylor else ()
@@ -229,7 +235,7 @@ def _step_masks(model, config: Prune, ignored: set, step: int, torch) -> tuple[d
 
 def _prune(model, teacher, config: Prune, ignored: set, ctx, example, torch) -> list:
     """Prune `model` in place step by step; returns the fine-tuning history."""
-    train_data = ctx.dataset("train") if config.required_data() else None
+    train_data = ctx.dataset("train").samples("prune") if config.required_data() else None
     pruner, initial, masks = None, {}, {}
     if config.method == "channel":
         tp = require("torch_pruning", "prune (method: channel)")
@@ -287,12 +293,11 @@ def run(artifact, config: Prune, ctx) -> list[Output]:
     from compress.torch_artifacts import save_torch_model
     teacher = ctx.torch_model(artifact)  # the source's shared module: read, never modified
     model = copy.deepcopy(teacher).eval()
-    example = [torch.zeros(d.shape, dtype=getattr(torch, d.dtype))
-               for d in ctx.pipeline.model.inputs]
+    example = [torch.zeros(d.shape, dtype=getattr(torch, d.dtype)) for d in ctx.inputs]
     if config.required_data():
         with torch.no_grad():
             classes = _first(model(*example)).shape[1]
-        check_labels(ctx.require_dataset("train", "prune").labels, classes)
+        check_labels(ctx.require_dataset("train", "prune").samples("prune").labels, classes)
     ignored = _ignored(model, config, example, torch)
     before, channels = model_stats(model, example), _channel_counts(model, torch)
     history = _prune(model, teacher, config, ignored, ctx, example, torch)

@@ -12,6 +12,7 @@ from pydantic import Field, NonNegativeFloat, PositiveInt, field_validator, mode
 from compress.artifacts import Output
 from compress.errors import ModelError
 from compress.lazy import require
+from compress.quant.onnx_prep import opset_for, static_shapes
 from compress.quant.ort_int8 import (op_histogram, preprocess, qdq_summary,
                                      quantize_dynamic_int8, quantize_static_qdq)
 from compress.stagebase import StageConfig, register
@@ -20,6 +21,8 @@ from export import presets
 
 PRECISION = {"int8-static": "int8", "int8-dynamic": "int8", "int8-qat": "int8",
              "int4-weight-only": "int4", "fp16": "fp16"}
+# A TFLite model is quantized by ai-edge-quantizer: scheme -> its mode (compress/quant/tflite.py)
+TFLITE_MODES = {"int8-static": "int8", "int8-dynamic": "dynamic-int8", "fp16": "fp16"}
 # Layers the accuracy-aware search may keep in float, per scheme.
 SEARCHABLE = {"int8-static": ("Conv", "MatMul", "Gemm"), "int8-dynamic": ("MatMul", "Gemm"),
               "int4-weight-only": ("MatMul", "Gemm")}
@@ -165,6 +168,22 @@ class Quantize(StageConfig):
                              "the declared shapes (set dynamic_batch: false)")
         return self
 
+    def formats(self) -> dict[str, str]:
+        if self.scheme == "int8-qat" or self.backend == "neural-compressor":
+            return {"torch": "onnx"}
+        tflite = self.scheme in TFLITE_MODES and self.max_drop is None and not (
+            self.qnn or self.static_shapes)
+        return {"onnx": "onnx", **({"tflite": "tflite"} if tflite else {})}
+
+    def format_hint(self, given: str) -> str:
+        if given == "torch":
+            return ("put an `export.onnx` (or `export.tflite`) stage before it, or quantize the "
+                    "torch model with `backend: neural-compressor` or `scheme: int8-qat`")
+        if given == "tflite":
+            return (f"a TFLite model takes schemes {', '.join(TFLITE_MODES)}, without max_drop, "
+                    "qnn or static_shapes")
+        return "use backend onnxruntime (not int8-qat) on an ONNX model"
+
     def required_data(self) -> tuple[str, ...]:
         calibrated = self.scheme == "int8-static" or self.algorithm in ("gptq", "awq")
         needed = ("calibration",) if calibrated else ()
@@ -242,7 +261,7 @@ def _accuracy_aware(quantize_one, source: Path, target: Path, config: Quantize, 
                            None) as advance:
         def evaluate(path: Path) -> float:
             advance(1)
-            return ctx.score(path)
+            return ctx.score(path)["value"]
         best, report = search(quantize_one, evaluate, ctx.metric_baseline(), layers,
                               config.max_drop, ctx.out_dir, note=ctx.progress.note)
     keep(best, target)
@@ -303,15 +322,17 @@ def run(artifact, config: Quantize, ctx) -> list[Output]:
         quantize = inc.int8_static if config.scheme == "int8-static" else inc.int4_weight_only
         return _from_torch(artifact, config, ctx, "backend neural-compressor",
                            "neural_compressor.torch.quantization", quantize)
-    if artifact.format != "onnx":
-        raise ModelError(f"quantize (backend onnxruntime) takes an ONNX model but got "
-                         f"{artifact.format} artifact {artifact.id}; put an `export.onnx` "
-                         "stage before it, or use backend neural-compressor on a torch model")
+    if artifact.format == "tflite":
+        from compress.quant.tflite import quantize_stage
+        return quantize_stage(artifact, config, ctx, TFLITE_MODES[config.scheme],
+                              PRECISION[config.scheme])
     require("onnxruntime.quantization", "quantize")
     source = ctx.path(artifact)
     ops_before = op_histogram(source)
     int8 = config.scheme.startswith("int8")
-    fixed, shapes = _static_shapes(source, config, ctx) if config.static_shapes else (source, None)
+    upgraded, opset = opset_for(source, config, ctx) if int8 else (source, None)
+    fixed, shapes = (static_shapes(upgraded, config, ctx) if config.static_shapes
+                     else (upgraded, None))
     prepared = preprocess(fixed, ctx.out_dir, ctx) if config.preprocess and int8 else fixed
     target = ctx.out_dir / "model.onnx"
     quantize_one = _quantizer(config, prepared, ops_before, ctx)
@@ -323,8 +344,10 @@ def run(artifact, config: Quantize, ctx) -> list[Output]:
                 meta = _accuracy_aware(quantize_one, prepared, target, config, ctx)
     finally:
         (ctx.out_dir / "calibration_ranges.json").unlink(missing_ok=True)
-    for temporary in {prepared, fixed} - {source}:
+    for temporary in {prepared, fixed, upgraded} - {source}:
         temporary.unlink()
+    if opset is not None:
+        meta["opset_upgraded"] = opset
     meta.update(scheme=config.scheme, ops=dict(op_histogram(target)),
                 excluded_nodes=list(config.exclude_nodes))
     if int8:
@@ -341,16 +364,3 @@ def run(artifact, config: Quantize, ctx) -> list[Output]:
     return [Output(target, "onnx", PRECISION[config.scheme], meta)]
 
 
-def _static_shapes(source: Path, config: Quantize, ctx) -> tuple[Path, dict]:
-    """The model with every dynamic dimension fixed to the declared shapes (a file in the
-    stage's folder, or `source` when it is static already), and what was fixed."""
-    from export.static_shapes import ShapeConflict, fix_file
-
-    target = ctx.out_dir / "static.onnx"
-    shapes = {d.name: list(d.shape) for d in ctx.pipeline.model.inputs}
-    try:
-        report = fix_file(source, target, shapes)
-    except ShapeConflict as exc:
-        asked = f" (asked for by preset {config.preset})" if config.preset else ""
-        raise ModelError(f"static_shapes{asked}: {exc}") from None
-    return (source if report["already_static"] else target), report

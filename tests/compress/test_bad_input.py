@@ -1,6 +1,6 @@
 """A corpus of broken inputs: each one must end `compress run` with exit code 2, one
-message that names the problem, no traceback, and nothing in the run directory that a
-later run would trust (no `stage.json` anywhere under runs/).
+message that names the problem, no traceback, and nothing half-written in the run directory
+(a case found by a stage keeps only the complete stages before it, for a re-run to resume).
 
 Every case builds its broken setup inside the `project` folder (the quickstart model,
 data and a trained checkpoint) and runs the CLI in a subprocess, as a user would.
@@ -51,6 +51,7 @@ class Case:
     expect: tuple                        # substrings the error message must contain; a
                                          # callable(pipeline path) -> str for computed ones
     validate: bool = False               # `compress validate` must reject it too
+    during_run: bool = False             # found by a stage: the stages before it stay
     marks: tuple = field(default_factory=tuple)
 
 
@@ -363,7 +364,7 @@ CASES = [
          ("data.calibration", "cannot import module 'nosuchdata'")),
     Case("data-npz-missing", _missing_npz, ("data.calibration: inputs file not found", "calib.npz")),
     Case("data-integer-dtype", _loader("baddata:integers"),
-         ("data.calibration: input 'image' has dtype int64", "declares float32")),
+         ("data.calibration: feed 0, input 'image' has dtype int64", "takes float32")),
     Case("unknown-profile", _with(targets=["raspberry-pi-9"]),
          ("targets.0: unknown profile 'raspberry-pi-9'", "Known profiles:", "host-cpu"),
          validate=True),
@@ -374,16 +375,17 @@ CASES = [
          ("stage 2 (quantize, int8-static) needs data.calibration",)),
     # Fails in stage 2, after export.onnx finished: its stage folder must be rolled back.
     Case("int8-dynamic-on-cnn", _dynamic_on_cnn,
-         ("stage 2 (quantize)", "3 Conv", "int8-dynamic", "ConvInteger", "force: true")),
+         ("stage 2 (quantize)", "3 Conv", "int8-dynamic", "ConvInteger", "force: true"),
+         during_run=True),
     Case("stage-input-unknown", _unknown_input_stage,
          ("stage 2 (quantize) takes input 'exported'", "not an earlier stage"),
          validate=True),
     Case("declared-shape-vs-data", _declared_shape(None),
-         ("data.calibration: input 'image' has shape (256, 1, 8, 8)", "declares (1, 3, 8, 8)",
-          "each sample must be (3, 8, 8)")),
+         ("data.calibration: input 'image' has shape (256, 1, 8, 8)",
+          "the model takes (1, 3, 8, 8) per call", "each sample must be (3, 8, 8)")),
     Case("declared-shape-vs-model", _declared_shape(
         {"calibration": "baddata:three_channels", "metric": {"type": "fidelity"}}),
-         ("model fails on inputs shaped as declared in model.inputs {'image': [1, 3, 8, 8]}",
+         ("model fails on one call with inputs shaped {'image': [1, 3, 8, 8]}",
           "expected input[1, 3, 8, 8] to have 1 channels")),
     # No data: the pre-flight forward pass is skipped, so the wrong shape only shows up
     # inside export.onnx, whose first `model(*example)` is outside its try block.
@@ -392,7 +394,7 @@ CASES = [
     # INT4, fp16 and accuracy-aware quantization
     Case("int4-on-a-model-without-matmul", _int4_on_conv_only,
          ("int4-weight-only quantizes the weights of MatMul/Gemm layers", "Conv",
-          "scheme: int8-static")),
+          "scheme: int8-static"), during_run=True),
     Case("int4-block-size-not-power-of-two",
          _quantize_with(scheme="int4-weight-only", block_size=24),
          ("block_size must be a power of 2",), validate=True),
@@ -406,12 +408,12 @@ CASES = [
          ("algorithm gptq is not offered by backend onnxruntime",), validate=True),
     Case("neural-compressor-on-an-onnx-artifact",
          _quantize_with(backend="neural-compressor", scheme="int8-static"),
-         ("stage 2 (quantize)", "backend neural-compressor takes a torch model",
-          "input: source")),
+         ("stage 2 (quantize) takes a torch model, but its input is an ONNX model (made by "
+          "stage 1 (export.onnx))", "input: source"), validate=True),
     Case("gptq-on-a-cnn", _quantize_with(backend="neural-compressor", input="source",
                                          scheme="int4-weight-only", algorithm="gptq"),
          ("neural-compressor's GPTQ failed on this model", "try algorithm: rtn"),
-         marks=(pytest.mark.skipif(importlib.util.find_spec("neural_compressor") is None,
+         during_run=True, marks=(pytest.mark.skipif(importlib.util.find_spec("neural_compressor") is None,
                                    reason="the inc extra is not installed"),)),
     Case("hqq-with-embeddings",
          _quantize_with(scheme="int4-weight-only", algorithm="hqq", quantize_embeddings=True),
@@ -442,7 +444,8 @@ CASES = [
     Case("tflite-source-corrupt", _corrupt_tflite_source,
          ("model.tflite: LiteRT cannot load", "given.tflite", "complete .tflite model")),
     Case("tflite-source-with-export-stage", _tflite_source_with_export,
-         ("stage 1 (export.onnx) needs a torch or ONNX model", "can only be benchmarked"),
+         ("stage 1 (export.onnx) takes a torch model, but its input is a TFLite model",
+          "start the pipeline from the torch model"),
          validate=True),
     Case("accuracy-without-labels", _loader("data:calibration", "baddata:no_labels"),
          ("data.metric is accuracy but data.evaluation has no labels",)),
@@ -465,8 +468,16 @@ def test_bad_input_fails_cleanly(project: Path, case: Case):
     expects = [e(pipeline_path) if callable(e) else e for e in case.expect]
     for expected in expects:
         assert expected in result.stderr, f"{expected!r} not in: {result.stderr}"
-    leftovers = sorted(str(p) for p in (project / "runs").rglob("stage.json"))
-    assert not leftovers, f"a later run would reuse: {leftovers}"
+    # a failed stage leaves nothing half-written (no .partial folder, no report); one
+    # found before any work leaves nothing at all, one found by a stage keeps the
+    # complete stages before it, for the re-run to resume from
+    runs = project / "runs"
+    partial = sorted(str(p) for p in runs.rglob("*") if ".partial" in p.name or
+                     p.name.startswith("report."))
+    assert not partial, f"half-written: {partial}"
+    if not case.during_run:
+        leftovers = sorted(str(p) for p in runs.rglob("stage.json"))
+        assert not leftovers, f"found before any work, yet stages ran: {leftovers}"
 
     if case.validate:
         check = run_cli("validate", pipeline_path, cwd=project)

@@ -177,4 +177,7 @@ def test_a_teacher_with_other_outputs_or_bad_labels_end_with_exit_code_2(project
     done = run_cli("run", labels, "--quiet", cwd=project)
     assert done.returncode == 2, done.stderr
     assert "labels must be in [0, 9]" in done.stderr and "found 5..14" in done.stderr
-    assert not list((project / "runs").rglob("stage.json"))
+    # distill failed: only the source, complete, stays for a re-run to resume from
+    kept = sorted(p.parent.name for p in (project / "runs").rglob("stage.json"))
+    assert kept == ["00-source", "00-source"]
+    assert not [p for p in (project / "runs").rglob("*") if ".partial" in p.name]

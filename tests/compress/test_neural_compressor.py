@@ -6,7 +6,7 @@ import pytest
 
 import compress
 from compress.errors import MissingDependency, StageError
-from tests.conftest import pipeline_dict, write_pipeline
+from tests.conftest import assert_only_finished_stages, pipeline_dict, write_pipeline
 
 pytest.importorskip("neural_compressor.torch.quantization", reason="the inc extra is not installed")
 
@@ -67,4 +67,4 @@ def test_a_missing_backend_names_the_packages(project, monkeypatch):
     stages = [{"type": "quantize", "backend": "neural-compressor", "scheme": "int8-static"}]
     with pytest.raises(StageError, match="pip install -c constraints.txt neural-compressor==3.10"):
         compress.run(write_pipeline(project, pipeline_dict(stages=stages, targets=[])))
-    assert not list((project / "runs").rglob("stage.json"))
+    assert_only_finished_stages(project / "runs", ["00-source"])

@@ -26,9 +26,15 @@ def test_report_has_every_section(finished):
     assert REPORT_KEYS <= set(report)
     assert report["pipeline"]["name"] == "t" and len(report["pipeline"]["config_sha256"]) == 64
     assert report["manifest"]["packages"]["onnxruntime"]
-    assert [a["format"] for a in report["artifacts"]] == ["torch", "onnx", "onnx", "tflite"]
+    # the source, its FP32 TFLite export (the baseline for LiteRT; stage 1 is the ONNX
+    # one), then the stages
+    assert [a["id"] for a in report["artifacts"]] == [
+        "00-source", "baseline-tflite", "01-export.onnx", "02-quantize", "03-export.tflite"]
+    assert [a["format"] for a in report["artifacts"]] == ["torch", "tflite", "onnx", "onnx",
+                                                         "tflite"]
     # the TFLite stage sets no mode: rpi4's profile asks for full int8
-    assert [a["precision"] for a in report["artifacts"]] == ["fp32", "fp32", "int8", "int8"]
+    assert [a["precision"] for a in report["artifacts"]] == ["fp32", "fp32", "fp32", "int8",
+                                                            "int8"]
     for artifact in report["artifacts"]:
         assert sha256_file(result.run_dir / artifact["path"]) == artifact["sha256"]
     bench = report["benchmarks"][0]
@@ -41,9 +47,15 @@ def test_report_has_every_section(finished):
 def test_each_target_measures_the_engines_its_profile_runs(finished):
     _, _, result = finished
     pairs = {(b["artifact"], b["target"], b["baseline"]) for b in result.benchmarks}
-    # host-cpu runs both engines; rpi4 runs LiteRT only
+    # host-cpu runs both engines; rpi4 runs LiteRT only; each engine's baseline is the
+    # source's FP32 export
     assert pairs == {("01-export.onnx", "host-cpu", True), ("02-quantize", "host-cpu", False),
+                     ("baseline-tflite", "host-cpu", True), ("baseline-tflite", "rpi4", True),
                      ("03-export.tflite", "host-cpu", False), ("03-export.tflite", "rpi4", False)}
+    gains = {(g["artifact"], g["target"]): g["baseline"] for g in result.report["gains"]}
+    assert gains == {("02-quantize", "host-cpu"): "01-export.onnx",
+                     ("03-export.tflite", "host-cpu"): "baseline-tflite",
+                     ("03-export.tflite", "rpi4"): "baseline-tflite"}
     assert not any(b["torch_loaded"] for b in result.benchmarks)
     tflite = next(b for b in result.benchmarks if b["artifact"] == "03-export.tflite")
     assert tflite["runtime"]["engine"] == "litert" and tflite["runtime"]["xnnpack"]

@@ -13,7 +13,7 @@ from onnx import numpy_helper
 import compress
 from compress.config import parse_pipeline
 from compress.errors import ConfigError
-from compress.runner import apply_target_defaults
+from compress.checks import apply_target_defaults
 from export import presets
 from profiles import load_profile
 from profiles.schema import Profile
@@ -29,7 +29,10 @@ def _board(preset: str, engines=("onnxruntime",)) -> tuple[str, Profile]:
 
 
 def _stage(stage: dict, targets: list):
-    pipeline = parse_pipeline(pipeline_dict(stages=[stage]))
+    # quantize (onnxruntime) takes an ONNX model; export.tflite the torch one
+    onnx = stage["type"] == "quantize" and stage.get("backend") != "neural-compressor"
+    model = {"onnx": "model.onnx", "inputs": [{"name": "image", "shape": [1, 1, 8, 8]}]}
+    pipeline = parse_pipeline(pipeline_dict(stages=[stage], **({"model": model} if onnx else {})))
     return apply_target_defaults(pipeline, targets).stages[0]
 
 
@@ -297,6 +300,7 @@ def test_static_shapes_contradicting_the_declared_shape_exit_2(project):
                                   "preset": "qualcomm-htp"}])
     child = run_cli("run", write_pipeline(project, data), "--quiet", cwd=project)
     assert child.returncode == 2 and "Traceback" not in child.stderr
-    assert ("static_shapes (asked for by preset qualcomm-htp): input pixels: the model fixes "
-            "dimension 1 to 64 but model.inputs declares [1, 32]") in child.stderr
+    # found before any work, where model.inputs is checked against the graph
+    assert ("model.inputs declares input 'pixels' with shape [1, 32] but mlp.onnx takes "
+            "[None, 64]") in child.stderr
     assert not list((project / "runs").rglob("stage.json"))

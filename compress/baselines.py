@@ -1,0 +1,27 @@
+"""The baseline every speed-up and drop is measured against: the model the user gave,
+in each format the benchmark measures. A source in that format is its own baseline; a
+torch source is exported to FP32 with the pipeline's own export settings (a pruned or
+distilled model is never the baseline, whatever the stages do)."""
+from __future__ import annotations
+
+from compress.stagebase import STAGES
+
+EXPORT_STAGE = {"onnx": "export.onnx", "tflite": "export.tflite"}
+
+
+def baseline_config(pipeline, fmt: str):
+    """The export stage config that makes the source's FP32 `fmt` model: the pipeline's
+    first stage of that type with `input: source` (FP32 for TFLite), else the default."""
+    stage_type = EXPORT_STAGE[fmt]
+    config_cls = STAGES[stage_type].config_cls
+    first = next((s for s in pipeline.stages if s.type == stage_type), None)
+    settings = first.model_dump(exclude={"name", "input"}) if first is not None else {}
+    if fmt == "tflite":  # keep how it is laid out and checked, not its quantization
+        keep = ("channels_last", "parity_samples")
+        settings = {k: v for k, v in settings.items() if k in keep}
+        settings.update(mode="fp32", preset="none")
+    return config_cls(**settings, input="source")
+
+
+def formats_needed(candidates) -> list[str]:
+    return sorted({artifact.format for artifact in candidates} & set(EXPORT_STAGE))

@@ -1,0 +1,162 @@
+"""Everything checked before any work starts, so bad input fails before a file is written:
+the target profiles, the model (its inputs declared or read from the file, and that it
+runs), the data against those inputs, the data each stage needs, meters and Pythons."""
+from __future__ import annotations
+
+import os
+
+from compress.errors import ConfigError, DataError, ModelError
+from profiles import ProfileError, load_profile
+
+
+def resolve_targets(pipeline) -> tuple[list, set]:
+    """[(profile name, Profile)] and the names of the gated targets."""
+    targets, gated = [], set()
+    for index, target in enumerate(pipeline.targets):
+        try:
+            profile = load_profile(target.profile, base_dir=str(pipeline.base_dir))
+        except ProfileError as exc:
+            raise ConfigError(str(exc), field=f"targets.{index}") from None
+        name = target.name or profile.name
+        if name in dict(targets):
+            raise ConfigError(f"target '{name}' is listed twice; give one of them its own "
+                              "`name:`", field=f"targets.{index}")
+        targets.append((name, profile))
+        if target.gate:
+            gated.add(name)
+    return targets, gated
+
+
+def apply_target_defaults(pipeline, targets: list):
+    """The pipeline with each stage's unset settings taken from the target profiles."""
+    stages = []
+    for index, stage in enumerate(pipeline.stages):
+        try:
+            stages.append(stage.for_targets(targets))
+        except ValueError as exc:
+            raise ConfigError(str(exc), field=f"stages.{index}") from None
+    return pipeline.model_copy(update={"stages": tuple(stages)})
+
+
+def resolve_inputs(pipeline):
+    """The pipeline with model.inputs as the model takes them: declared (and checked
+    against the file), or read from an ONNX or TFLite file."""
+    from compress.model_inputs import onnx_inputs, reconcile, tflite_inputs
+    from compress.model_source import check_tflite_file, onnx_graph
+    model = pipeline.model
+    if model.format == "onnx":
+        what = pipeline.resolve(model.onnx).name if isinstance(model.onnx, str) else "the ONNX model"
+        decls = reconcile(model.inputs, onnx_inputs(onnx_graph(pipeline)), what)
+    elif model.format == "tflite":
+        path = pipeline.resolve(model.tflite)
+        check_tflite_file(path)
+        decls = reconcile(model.inputs, tflite_inputs(path), path.name)
+    else:
+        return pipeline
+    return pipeline.model_copy(update={"model": model.model_copy(update={"inputs": decls})})
+
+
+def accelerators_here(profile) -> bool:
+    """Whether this machine has the profile's execution providers (its delegate is tried
+    by the runner, which says 'unmeasured' when it cannot load it)."""
+    if not profile.runtime.providers:
+        return True
+    import onnxruntime
+    available = set(onnxruntime.get_available_providers())
+    return all(p.name in available for p in profile.runtime.providers)
+
+
+def _check_local_pythons(ctx) -> None:
+    """A local target's own Python must exist before any work starts."""
+    for index, target in enumerate(ctx.pipeline.targets):
+        if target.python and not target.ssh:
+            path = ctx.pipeline.resolve(target.python)
+            if not os.access(path, os.X_OK) or path.is_dir():
+                raise ConfigError(f"python '{target.python}' is not an executable Python here "
+                                  "(a local target's `python:` runs its benchmark; give the "
+                                  "full path of that environment's python)",
+                                  field=f"targets.{index}")
+
+
+def _check_meters(ctx) -> None:
+    """A power meter a profile names must exist on this machine (for targets measured
+    here; an SSH target's runner checks its own) before any work starts."""
+    if not any(s.type == "benchmark" for s in ctx.pipeline.stages):
+        return
+    from runtimes.errors import RuntimeInputError
+    from runtimes.meters import detect
+    from runtimes.sysread import sysfs_root
+    for index, target in enumerate(ctx.pipeline.targets):
+        name, profile = ctx.targets[index]
+        power = profile.power
+        if target.ssh or target.python or power.meter in ("auto", "none"):
+            continue  # another Python's runner checks its own meter
+        if not accelerators_here(profile):
+            continue  # an accelerator not here is 'unmeasured' anyway: its meter is moot
+        try:
+            detect(power.meter, rail=power.rail, command=power.command,
+                   interval_ms=power.interval_ms, root=sysfs_root())
+        except RuntimeInputError as exc:
+            raise ConfigError(f"profile {name}: {exc}", field=f"targets.{index}") from None
+
+
+def _check_data(ctx) -> None:
+    from compress.model_inputs import unfixed_dims
+    for role in ("calibration", "evaluation", "train"):
+        ctx.dataset(role)
+    for index, stage in enumerate(ctx.pipeline.stages, start=1):
+        for role in stage.required_data():
+            kind = next((getattr(stage, key) for key in ("scheme", "method", "mode")
+                         if getattr(stage, key, None)), None)
+            preset = getattr(stage, "preset", None)
+            if preset and preset != "none":  # the preset may be what asked for int8
+                kind = f"{kind}, preset {preset}" if kind else f"preset {preset}"
+            ctx.require_dataset(role, f"stage {index} ({stage.type}{', ' + kind if kind else ''})")
+    evaluation = ctx.dataset("evaluation")
+    if evaluation is not None and ctx.metric().type == "accuracy" \
+            and evaluation.class_labels() is None:
+        raise DataError("data.metric is accuracy but data.evaluation has no labels (an integer "
+                        "class per sample); return labels with the inputs, or use `metric: "
+                        "{type: fidelity}` or a custom metric")
+    given = any(ctx.dataset(role) is not None for role in ("calibration", "evaluation"))
+    unfixed_dims(ctx.inputs, given)
+
+
+def check_model_runs(ctx) -> None:
+    """The model as given runs one call, before any work: a torch module with the first
+    feed, an ONNX or TFLite file on the engine that will measure it."""
+    feed = ctx.sample_feeds(1)[0][0]
+    model = ctx.pipeline.model
+    if model.format == "torch":
+        from compress.model_source import build_torch_model, check_torch_inputs
+        ctx.source_model = build_torch_model(ctx.pipeline)
+        check_torch_inputs(ctx.source_model, ctx.inputs, feed)
+    elif model.format == "onnx":
+        from compress.onnx_compat import check_runs
+        if isinstance(model.onnx, str):
+            check_runs(ctx.pipeline.resolve(model.onnx), [feed], "the ONNX model as given")
+            return
+        import tempfile
+        from pathlib import Path
+        with tempfile.TemporaryDirectory() as scratch:  # a ModelProto given from Python
+            path = Path(scratch) / "model.onnx"
+            path.write_bytes(model.onnx.SerializeToString())
+            check_runs(path, [feed], "the ONNX model as given")
+    elif model.format == "tflite":
+        from compress.model_run import run_feeds
+        from runtimes.errors import RuntimeInputError
+        try:
+            run_feeds(ctx.pipeline.resolve(model.tflite), ctx.inputs, [feed])
+        except (RuntimeInputError, ValueError, RuntimeError) as exc:
+            raise ModelError(f"model.tflite: LiteRT cannot run one call of it: {exc}") from None
+
+
+def preflight(ctx) -> None:
+    _check_data(ctx)
+    _check_meters(ctx)
+    _check_local_pythons(ctx)
+    check_model_runs(ctx)
+    if ctx.dataset("evaluation") is not None and ctx.metric().type == "custom":
+        ctx.metric_baseline()  # the user's function, tried on the source model first
+    from compress.remote.targets import open_hosts
+    ctx.hosts = open_hosts(ctx)  # devices last: local mistakes never touch the network

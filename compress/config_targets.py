@@ -1,0 +1,63 @@
+"""`targets:` of pipeline.yaml: the device profiles to check against, and where each is
+measured (here, with another Python, or on a device over SSH)."""
+from __future__ import annotations
+
+from typing import Optional
+
+from pydantic import Field, field_validator, model_validator
+
+from compress.stagebase import Strict
+
+
+class TargetSpec(Strict):
+    profile: str = Field(description="a profile name (`compress profiles`) or a YAML path")
+    gate: bool = Field(True, description="whether this target's verdicts decide the exit code")
+    name: Optional[str] = Field(
+        None, pattern=r"^[A-Za-z0-9_.@-]+$",
+        description="what the report calls this target (default: the profile's name); "
+        "needed to list one profile twice, e.g. a board over SSH and the host")
+    # A device reached over SSH: the benchmark runs there, with its own Python.
+    ssh: Optional[str] = Field(
+        None, description="run the benchmark on this host: user@host or user@host:port "
+        "(system OpenSSH, key authentication only)")
+    identity: Optional[str] = Field(None, description="private key file for ssh")
+    known_hosts: Optional[str] = Field(
+        None, description="known_hosts file holding the device's host key "
+        "(default: ~/.ssh/known_hosts); an unknown or changed key is refused")
+    accept_new_host_key: bool = Field(
+        False, description="trust an unknown host key on first use and record it "
+        "(a changed key is still refused)")
+    python: Optional[str] = Field(
+        None, description="the Python that runs the benchmark: on an SSH target the "
+        "device's (default python3, e.g. a venv's /home/pi/edge/bin/python); on this "
+        "machine another environment's (default: this one), e.g. one with "
+        "onnxruntime-openvino, which cannot share an environment with onnxruntime")
+    workdir: str = Field("/tmp", description="folder on the device for the temporary "
+                         "directory (removed afterwards)")
+    connect_timeout_s: float = Field(10.0, gt=0, le=300)
+    emulated: bool = Field(
+        False, description="the host emulates the device (e.g. qemu-user): its timings are "
+        "labelled as emulation and never pass a budget")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _from_string(cls, value):
+        return {"profile": value} if isinstance(value, str) else value
+
+    @field_validator("ssh")
+    @classmethod
+    def _valid_address(cls, value):
+        if value is not None:
+            from compress.remote.ssh import parse_address
+            parse_address(value)  # ValueError names the expected form
+        return value
+
+    @model_validator(mode="after")
+    def _ssh_options_need_ssh(self):
+        remote_only = [key for key in ("identity", "known_hosts") if getattr(self, key)]
+        if self.accept_new_host_key:
+            remote_only.append("accept_new_host_key")
+        if remote_only and not self.ssh:
+            raise ValueError(f"{', '.join(remote_only)} only apply to a target with ssh: "
+                             "user@host[:port]")
+        return self
