@@ -25,7 +25,8 @@ def write_inputs(ctx, folder: Path) -> tuple[Path | None, Path | None, dict | No
     metric = ctx.metric()
     write_feeds(str(folder / "eval.npz"), evaluation.feeds, names,
                 labels=list(evaluation.labels) if metric.type == "accuracy" else None,
-                references=ctx.reference_outputs() if metric.type == "fidelity" else None)
+                # the source's outputs for every metric: fidelity is reported beside it
+                references=ctx.reference_outputs())
     fidelity = metric.type == "fidelity"
     return folder / "batch.npz", folder / "eval.npz", {
         "name": metric.type, "baseline": ctx.metric_baseline(), "custom": metric.type == "custom",

@@ -34,7 +34,8 @@ class TargetSpec(Strict):
         "onnxruntime-openvino, which cannot share an environment with onnxruntime")
     workdir: str = Field("/tmp", description="folder on the device for the temporary "
                          "directory (removed afterwards)")
-    connect_timeout_s: float = Field(10.0, gt=0, le=300)
+    connect_timeout_s: float = Field(10.0, gt=0, le=300, description="seconds to wait for "
+                                     "the SSH connection")
     emulated: bool = Field(
         False, description="the host emulates the device (e.g. qemu-user): its timings are "
         "labelled as emulation and never pass a budget")

@@ -29,6 +29,7 @@ class RunContext:
     _datasets: dict = field(default_factory=dict)
     _reference: object = None
     _reference_names: object = None
+    _scratch: object = None   # a temporary folder, for a ModelProto before the run starts
 
     @property
     def inputs(self) -> tuple:
@@ -86,11 +87,26 @@ class RunContext:
         if self._reference is None:
             from compress.model_run import output_names, run_feeds
             data = self.require_dataset("evaluation", "the metric")
-            model = self.source_model if self.source_model is not None else self.path(
-                self.source_artifact)
+            model = self.source_model if self.source_model is not None else self.source_path()
             self._reference = run_feeds(model, self.inputs, list(data.feeds))
             self._reference_names = output_names(model, len(self._reference[0]))
         return self._reference
+
+    def source_path(self) -> Path:
+        """The ONNX or TFLite source as a file: committed in the run directory, else as
+        given (before any work, when the preflight tries the user's metric on it)."""
+        if self.source_artifact is not None:
+            return self.path(self.source_artifact)
+        model = self.pipeline.model
+        given = model.onnx if model.onnx is not None else model.tflite
+        if isinstance(given, str):
+            return self.pipeline.resolve(given)
+        import tempfile
+        self._scratch = self._scratch or tempfile.TemporaryDirectory(prefix="edge-compress-")
+        path = Path(self._scratch.name) / "source.onnx"
+        if not path.is_file():  # an onnx.ModelProto given from Python
+            path.write_bytes(given.SerializeToString())
+        return path
 
     def reference_names(self) -> list[str]:
         """The source model's output names, in order."""

@@ -57,7 +57,8 @@ def score_outputs(ctx, outputs: list[list]) -> dict:
         return {"name": "custom", "value": value, "details": {"function": label}}
     try:
         if metric.type == "accuracy":
-            return evaluate(outputs, metric="accuracy", labels=list(data.labels))
+            return evaluate(outputs, metric="accuracy", labels=list(data.labels),
+                            reference=ctx.reference_outputs(), names=names)
         return evaluate(outputs, metric="fidelity", reference=ctx.reference_outputs(),
                         names=names, primary=metric.primary, pairs=metric.pairs)
     except ValueError as exc:

@@ -103,11 +103,13 @@ def onnx_graph(pipeline):
         except ModelError as exc:
             raise ModelError(f"model.onnx: {exc}") from None
     try:
-        onnx.checker.check_model(model if len(model.SerializeToString()) < 2**31 - 1
+        onnx.checker.check_model(model if model.ByteSize() < 2**31 - 1
                                  else str(pipeline.resolve(source)))
     except Exception as exc:
-        raise ModelError(f"model.onnx: not a valid ONNX model: {_first_line(exc)}. Re-export "
-                         "it, or check that the download/copy was complete") from None
+        from compress.onnx_compat import opset_of
+        raise ModelError(f"model.onnx (opset {opset_of(model)}): the ONNX checker refuses it: "
+                         f"{_first_line(exc)}. Re-export it with an op set the model's opset "
+                         "has, or a newer opset") from None
     return model.graph
 
 

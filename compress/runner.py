@@ -64,9 +64,12 @@ def _run_stage(ctx: RunContext, slug: str, key: str, make, force: bool,
     started = time.perf_counter()
     try:
         outputs, stage, parent, config = make()
+        seconds = time.perf_counter() - started
+        for output in outputs:  # what the stage cost (a reused stage keeps its own figure)
+            output.meta["seconds"] = round(seconds, 3)
         committed = stage_dir.commit(key, outputs, stage, parent, config)
         ctx.committed.append(stage_dir.final)
-        ctx.progress.note(f"{slug}: done in {time.perf_counter() - started:.1f} s")
+        ctx.progress.note(f"{slug}: done in {seconds:.1f} s")
         return committed
     finally:
         stage_dir.abort()  # no-op after a commit; removes a failed stage's files

@@ -22,14 +22,16 @@ from compress.stagebase import Strict
 class TrainSettings(Strict):
     """Training settings shared by the stages that train (YAML: `train: {...}`)."""
     epochs: NonNegativeInt = Field(3, description="passes over data.train (0: no training)")
-    batch_size: PositiveInt = 64
-    optimizer: Literal["adam", "adamw", "sgd"] = "adam"
+    batch_size: PositiveInt = Field(64, description="samples per optimizer step")
+    optimizer: Literal["adam", "adamw", "sgd"] = Field("adam", description="the optimizer "
+                                                       "(sgd with momentum 0.9)")
     lr: PositiveFloat = Field(1e-3, description="learning rate")
-    weight_decay: NonNegativeFloat = 0.0
-    schedule: Literal["cosine", "constant"] = "cosine"
+    weight_decay: NonNegativeFloat = Field(0.0, description="L2 penalty of the optimizer")
+    schedule: Literal["cosine", "constant"] = Field("cosine", description="learning-rate "
+                                                    "schedule over all steps")
     patience: Optional[PositiveInt] = Field(
         None, description="stop after this many epochs without a better evaluation metric")
-    seed: int = 0
+    seed: int = Field(0, description="seed of the shuffling and initialisation")
 
 
 @dataclass

@@ -132,7 +132,8 @@ def _first_rows(outputs: Sequence[Sequence]) -> np.ndarray:
 def evaluate(outputs, *, metric: str, labels=None, reference=None,
              primary: str = "top1_agreement", pairs: bool = False,
              names: Sequence[str] | None = None) -> dict:
-    """Return {name, value, details}: `value` is the number budgets are checked on.
+    """Return {name, value, details}: `value` is the number budgets are checked on; the
+    details hold the fidelity to `reference` wherever it is given (accuracy too).
     `outputs` and `reference`: per feed, the list of the model's outputs (an array alone
     stands for one feed with one output); `labels`: per feed, an integer array."""
     outputs, reference = _per_feed(outputs), _per_feed(reference)
@@ -142,7 +143,8 @@ def evaluate(outputs, *, metric: str, labels=None, reference=None,
         if len(rows) != len(labels):
             raise ValueError(f"the first output has {len(rows)} rows over the feeds but there "
                              f"are {len(labels)} labels: give one label per row")
-        return {"name": "accuracy", "value": accuracy(rows, labels), "details": {}}
+        details = feed_fidelity(outputs, reference, names) if reference is not None else {}
+        return {"name": "accuracy", "value": accuracy(rows, labels), "details": details}
     details = feed_fidelity(outputs, reference, names)
     if pairs:
         details["pair_spearman"] = pair_spearman(_first_rows(outputs), _first_rows(reference))

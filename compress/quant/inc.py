@@ -13,9 +13,7 @@ is exported to ONNX so it is measured like every other artifact.
 """
 from __future__ import annotations
 
-import contextlib
 import copy
-import os
 import tempfile
 import warnings
 from pathlib import Path
@@ -24,6 +22,7 @@ import numpy as np
 
 from compress.errors import ModelError
 from compress.lazy import require
+from compress.scratch import in_scratch_dir
 from compress.quant.torch_to_onnx import (dynamic_batch_example, export_quantized,
                                           fold_weight_quantization)
 
@@ -31,18 +30,6 @@ from compress.quant.torch_to_onnx import (dynamic_batch_example, export_quantize
 def _calibration_batches(ctx, names: list[str], samples: int, torch) -> list[tuple]:
     data = ctx.require_dataset("calibration", "neural-compressor calibration")
     return [tuple(torch.from_numpy(feed[n]) for n in names) for feed in data.take(samples)]
-
-
-@contextlib.contextmanager
-def _in_scratch_dir():
-    """INC writes ./nc_workspace into the working directory: keep it out of the user's."""
-    old = os.getcwd()
-    with tempfile.TemporaryDirectory() as scratch:
-        os.chdir(scratch)
-        try:
-            yield
-        finally:
-            os.chdir(old)
 
 
 def int8_static(ctx, artifact, config, target: Path) -> dict:
@@ -58,7 +45,7 @@ def int8_static(ctx, artifact, config, target: Path) -> dict:
         ctx.require_dataset("calibration", "neural-compressor calibration")
         .samples("neural-compressor").inputs, names)
     meta = {"backend": "neural-compressor", "calibration_samples": len(batches)}
-    with _in_scratch_dir(), torch.no_grad(), warnings.catch_warnings():
+    with in_scratch_dir(), torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # torch.export's pytree deprecations
         graph = export(model, example, dynamic_shapes=dynamic)
         if config.max_drop is None:
@@ -166,7 +153,7 @@ def int4_weight_only(ctx, artifact, config, target: Path) -> dict:
     parameters = sum(p.numel() for p in model.parameters())
     label = f"neural-compressor {config.algorithm.upper()} int4" + (
         f" ({len(batches)} calibration samples)" if batches else "")
-    with _in_scratch_dir(), torch.no_grad(), warnings.catch_warnings(), \
+    with in_scratch_dir(), torch.no_grad(), warnings.catch_warnings(), \
             ctx.progress.task(label, None) as advance:
         warnings.simplefilter("ignore")  # AWQ traces the model: TracerWarnings by the page
         extra = {"example_inputs": _awq_example(example, names)} if config.algorithm == "awq" else {}

@@ -10,6 +10,7 @@ import numpy as np
 
 from compress.errors import ModelError
 from compress.lazy import require
+from compress.scratch import in_scratch_dir
 
 # Measured here (x86-64 with AVX-512 VNNI, 2 threads, onnxruntime 1.31, batch 1): dynamic
 # INT8 turns every Conv into ConvInteger, which has no fast kernel. EfficientNet-Lite0:
@@ -28,9 +29,14 @@ def op_histogram(path: Path) -> Counter:
 
 
 def preprocess(source: Path, out_dir: Path, ctx) -> Path:
+    with in_scratch_dir():  # its symbolic shape inference writes temporary files into "."
+        return _preprocess(Path(source).resolve(), Path(out_dir).resolve() / "preprocessed.onnx",
+                           ctx)
+
+
+def _preprocess(source: Path, target: Path, ctx) -> Path:
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    target = out_dir / "preprocessed.onnx"
     try:
         quant_pre_process(str(source), str(target))
         return target

@@ -31,8 +31,9 @@ PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 class Benchmark(StageConfig):
-    type: Literal["benchmark"] = "benchmark"
-    warmup: NonNegativeInt = 10
+    type: Literal["benchmark"] = Field("benchmark", description="measure every final "
+                                       "artifact and the baselines on every target")
+    warmup: NonNegativeInt = Field(10, description="untimed runs first (caches, allocations)")
     runs: PositiveInt = Field(100, description="timed runs (at least), over all rounds")
     min_seconds: NonNegativeFloat = Field(0.0, description="keep timing at least this long")
     rounds: PositiveInt = Field(
@@ -372,7 +373,10 @@ def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
             # The runner's whole wall time, start-up and (over SSH) the round trip included.
             result["wall_s"] = time.perf_counter() - started
             if round_index == 0 and evaluate and metric_info and metric_info["custom"]:
+                fidelity = (result.get("metric") or {}).get("details") or {}
                 result["metric"] = custom_score(ctx, host, outputs)
+                result["metric"]["details"] = {**fidelity, **result["metric"]["details"]}
+                result["metric"]["samples"] = len(ctx.dataset("evaluation"))
             rounds[index].append(result)
             if host:
                 host.times.run_s.append(result["wall_s"])

@@ -70,7 +70,8 @@ def _either(word: str, model: type):
 
 
 class Distill(StageConfig):
-    type: Literal["distill"] = "distill"
+    type: Literal["distill"] = Field("distill", description="knowledge distillation: train "
+                                     "the student on the teacher's outputs")
     teacher: _either("source", TeacherModel) = Field(
         "source", description="`source` (the model as given) or {factory, checkpoint, kwargs}")
     student: _either("input", StudentModel) = Field(
@@ -81,7 +82,7 @@ class Distill(StageConfig):
                          "weighs cross-entropy on labels (1 without labels)")
     features: tuple[FeaturePair, ...] = Field((), description="intermediate outputs to match")
     feature_weight: NonNegativeFloat = Field(1.0, description="weight of the feature MSE")
-    train: TrainSettings = TrainSettings()
+    train: TrainSettings = Field(TrainSettings(), description="the training loop's settings")
 
     def external_inputs(self) -> tuple[str, ...]:
         models = [m for m in (self.teacher, self.student) if not isinstance(m, str)]

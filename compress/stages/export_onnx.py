@@ -14,7 +14,8 @@ from compress.stagebase import StageConfig, register
 
 
 class ExportOnnx(StageConfig):
-    type: Literal["export.onnx"] = "export.onnx"
+    type: Literal["export.onnx"] = Field("export.onnx", description="a torch model to one "
+                                         "ONNX file, checked against torch")
     opset: int = Field(18, ge=13, le=23, description="ONNX opset to ask the exporter for")
     exporter: Literal["dynamo", "legacy"] = Field(
         "dynamo", description="torch.onnx's default (dynamo) or the TorchScript-based one")

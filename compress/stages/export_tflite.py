@@ -19,7 +19,8 @@ PRECISION = {"fp32": "fp32", "fp16": "fp16", "dynamic-int8": "int8-dynamic", "in
 class ExportTflite(StageConfig):
     # 2: int8 output ranges widened to the float model's true extremes; 3: bias correction
     cache_version = 3
-    type: Literal["export.tflite"] = "export.tflite"
+    type: Literal["export.tflite"] = Field("export.tflite", description="a torch model to "
+                                           "TFLite (fp32, fp16, dynamic-int8, int8)")
     mode: Literal["fp32", "fp16", "dynamic-int8", "int8"] = Field(
         "fp32", description="fp16: fp16 weights; dynamic-int8: int8 weights, float "
         "activations; int8: full integer, calibrated on data.calibration")

@@ -31,7 +31,8 @@ NM_NOTE = ("N:M zeros speed up only kernels built for them (e.g. sparse tensor c
 
 
 class Prune(StageConfig):
-    type: Literal["prune"] = "prune"
+    type: Literal["prune"] = Field("prune", description="magnitude, n:m or channel pruning "
+                                   "of a torch model, with fine-tuning")
     method: Literal["channel", "magnitude", "n:m"] = Field(
         description="channel: remove filters (smaller and faster everywhere); magnitude: "
         "zero the smallest weights; n:m: keep n of every m weights along the input dimension")
@@ -52,7 +53,8 @@ class Prune(StageConfig):
         "units and NPUs prefer multiples of 8)")
     n: PositiveInt = Field(2, description="n:m: weights kept in every group of m")
     m: PositiveInt = Field(4, description="n:m: group size along the input dimension")
-    schedule: Literal["one-shot", "iterative"] = "one-shot"
+    schedule: Literal["one-shot", "iterative"] = Field(
+        "one-shot", description="prune at once, or in `steps` with fine-tuning between them")
     steps: Optional[PositiveInt] = Field(
         None, description="iterative: reach the target in this many equal steps (default 3)")
     taylor_samples: PositiveInt = Field(512, description="taylor: data.train samples for gradients")

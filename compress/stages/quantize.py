@@ -32,7 +32,8 @@ class Quantize(StageConfig):
     # 2: int4 schemes, asymmetric int4 by default, effective bits recorded; 3: presets,
     # the graph's Q/DQ types recorded
     cache_version = 3
-    type: Literal["quantize"] = "quantize"
+    type: Literal["quantize"] = Field("quantize", description="INT8, INT4 or fp16 "
+                                      "quantization of an ONNX, TFLite or torch model")
     backend: Literal["onnxruntime", "neural-compressor"] = Field(
         "onnxruntime", description="onnxruntime: quantizes an ONNX artifact; "
         "neural-compressor: quantizes a torch artifact (int8-static via PT2E, "
@@ -44,11 +45,14 @@ class Quantize(StageConfig):
         "activations; fp16: half-precision weights and compute (GPU targets); int8-qat: "
         "quantization-aware training of a torch model (PT2E), exported to ONNX")
     # int8-static
-    calibration: Literal["minmax", "entropy", "percentile"] = "minmax"
+    calibration: Literal["minmax", "entropy", "percentile"] = Field(
+        "minmax", description="int8-static: how activation ranges are chosen from the "
+        "calibration data")
     percentile: float = Field(99.999, gt=90, lt=100, description="for calibration: percentile")
     entropy_bins: PositiveInt = Field(2048, description="histogram bins for entropy calibration")
     samples: PositiveInt = Field(256, description="calibration samples to use (at most)")
-    per_channel: bool = True
+    per_channel: bool = Field(True, description="a scale per output channel of each weight "
+                              "(per-tensor when false)")
     activations: Literal["uint8", "int8", "uint16", "int16"] = Field(
         "uint8", description="uint8 activations + int8 weights (U8S8) get onnxruntime's fast "
         "x86 kernels; int8 (S8S8) leaves many convs in float on x86; uint16/int16 (A16W8) "
@@ -75,9 +79,13 @@ class Quantize(StageConfig):
         "stage leaves unset; default: the one the targets' profiles name (export.preset); "
         "'none' for none")
     preprocess: bool = Field(True, description="onnxruntime's quant_pre_process first (int8)")
+    # Off by default: on the conformance corpus (docs/conformance.md) it lowered fidelity
+    # on the YOLOv8n detector (SQNR 29.4 -> 26.8 dB) and the orientation classifier
+    # (32.6 -> 24.9 dB) and took 15-50x longer than quantizing; it helped EfficientNet-Lite0.
     bias_correction: bool = Field(
-        True, description="int8-static: sequential empirical bias correction of every "
-        "Conv/Gemm (undoes the mean shift quantization adds, layer by layer)")
+        False, description="int8-static: sequential empirical bias correction of every "
+        "Conv/Gemm (undoes the mean shift quantization adds, layer by layer); helps some "
+        "models and hurts others (docs/conformance.md): measure it on yours")
     bias_correction_samples: PositiveInt = Field(
         128, description="calibration samples used for bias correction (spread evenly)")
     force: bool = Field(False, description="allow int8-dynamic on a convolutional model")

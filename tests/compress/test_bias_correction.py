@@ -42,7 +42,7 @@ def test_correction_moves_quantized_layer_means_onto_the_float_ones(project, tmp
 
 def test_quantize_stage_reports_the_correction(project):
     stages = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static",
-                                        "bias_correction_samples": 16}]
+                                        "bias_correction": True, "bias_correction_samples": 16}]
     result = compress.run(write_pipeline(project, pipeline_dict(stages=stages, targets=[])))
     meta = result.artifacts[-1].meta["bias_correction"]
     assert meta["layers_corrected"] == 4 and meta["samples"] == 16
