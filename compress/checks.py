@@ -132,7 +132,7 @@ def check_model_runs(ctx) -> None:
         ctx.source_model = build_torch_model(ctx.pipeline)
         check_torch_inputs(ctx.source_model, ctx.inputs, feed)
     elif model.format == "onnx":
-        from compress.onnx_compat import check_runs
+        from compress.onnx_errors import check_runs
         if isinstance(model.onnx, str):
             check_runs(ctx.pipeline.resolve(model.onnx), [feed], "the ONNX model as given")
             return

@@ -25,7 +25,7 @@ INLINE_LIMIT = 2 ** 31
 # initializers this big leave the model while onnx's version converter runs: it serialises
 # the whole model (over 2 GiB it cannot) and reads only small tensors (axes, scales, shapes)
 _DETACH_BYTES = 1 << 16
-_DEFAULT_DOMAINS = ("", "ai.onnx")
+DEFAULT_DOMAINS = ("", "ai.onnx")
 
 # The opsets quantize_static's QDQ output needs, measured with onnxruntime 1.32 on Conv/Gemm/
 # MatMul graphs at opsets 7-13 (tests/compress/test_onnx_compat.py):
@@ -52,7 +52,7 @@ def needed_opset(per_channel: bool, activations: str = "uint8", weights: str = "
 
 def opset_of(model: onnx.ModelProto) -> int:
     """The model's default-domain ("" or "ai.onnx") opset."""
-    versions = [o.version for o in model.opset_import if o.domain in _DEFAULT_DOMAINS]
+    versions = [o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS]
     if not versions:
         raise ModelError("the model imports no default-domain ONNX opset (its opset_import "
                          f"has {[o.domain for o in model.opset_import]}); re-export it")
@@ -66,8 +66,8 @@ def load_onnx(path) -> onnx.ModelProto:
     path = Path(path)
     if not path.is_file():
         raise ModelError(f"ONNX model not found: {path}")
-    model = _parse(path)
-    problem = _external_problem(model, path)
+    model = parse_header(path)
+    problem = external_problem(model, path)
     if problem:
         raise ModelError(problem)
     try:
@@ -119,7 +119,7 @@ def upgrade_opset(model: onnx.ModelProto, minimum: int) -> tuple[onnx.ModelProto
     if old >= minimum:
         return model, None
     unknown = sorted({n.op_type for n in _nodes(model.graph)
-                      if n.domain in _DEFAULT_DOMAINS and not onnx.defs.has(n.op_type)})
+                      if n.domain in DEFAULT_DOMAINS and not onnx.defs.has(n.op_type)})
     if unknown:  # the converter would stop on them with a garbled assertion
         raise ModelError(
             f"cannot upgrade the model from opset {old} to {minimum}: {', '.join(unknown)} is "
@@ -140,34 +140,11 @@ def upgrade_opset(model: onnx.ModelProto, minimum: int) -> tuple[onnx.ModelProto
     return new, {"from": old, "to": minimum}
 
 
-def check_runs(path, feeds: list[dict], what: str) -> None:
-    """Open `path` with onnxruntime's CPU provider, all graph optimisations on (as a
-    benchmark does), and run the first of `feeds`; a ModelError led by `what` if that fails:
-    a whole phrase ("stage 2 (quantize) made a model that onnxruntime cannot load"), or one
-    ending in "that", which gets "onnxruntime cannot load" (or "run") added."""
-    ort = require("onnxruntime", "checking an ONNX model")
-    path = Path(path)
-    if not path.is_file():
-        raise ModelError(f"{what}: {path} does not exist")
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.log_severity_level = 4  # its own error log would repeat what the ModelError says
-    phase = "load"
-    try:
-        session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-        phase = "run"
-        if feeds:
-            session.run(None, dict(feeds[0]))
-    except Exception as exc:  # noqa: BLE001 - onnxruntime raises its own untyped errors
-        lead = f"{what} onnxruntime cannot {phase}" if what.endswith(" that") else what
-        raise ModelError(f"{lead}: {_explain(path, exc, ort.__version__)}") from None
-
-
 def _one_line(exc) -> str:
     return " ".join(str(exc).split())[:400]
 
 
-def _parse(path: Path):
+def parse_header(path: Path):
     """The model's protobuf without external data; only a file that onnx cannot parse is
     called truncated."""
     onnx = require("onnx", "loading an ONNX model")
@@ -204,7 +181,7 @@ def _tensors(graph):
             yield from ([attr.t] if attr.HasField("t") else []) + list(attr.tensors)
 
 
-def _external_problem(model, path: Path) -> str | None:
+def external_problem(model, path: Path) -> str | None:
     """Which external data file is missing or shorter than the model says, if one is."""
     from onnx.external_data_helper import ExternalDataInfo, uses_external_data
     for tensor in filter(uses_external_data, _tensors(model.graph)):
@@ -246,10 +223,10 @@ def _conversion_error(model, old: int, new: int, exc) -> ModelError:
         except Exception as step_exc:  # noqa: BLE001
             step, said = version, str(step_exc)
             break
-    ops = sorted({n.op_type for n in _nodes(model.graph) if n.domain in _DEFAULT_DOMAINS})
+    ops = sorted({n.op_type for n in _nodes(model.graph) if n.domain in DEFAULT_DOMAINS})
     named = [op for op in ops if re.search(rf"\b{op}\b|adapt_{op.lower()}_", str(exc) + said)]
     changed = (lambda s: s.since_version == step + 1) if step else None
-    suspects = named or [op for op in ops if changed and _first_opset(op, step, changed)]
+    suspects = named or [op for op in ops if changed and first_opset(op, step, changed)]
     nodes = {n.op_type: n.name for n in reversed(list(_nodes(model.graph)))}
     where = ", ".join(f"{op} (node '{nodes[op]}')" for op in suspects[:3]) or "a node"
     between = f" between opset {step} and {step + 1}" if step else ""
@@ -259,109 +236,13 @@ def _conversion_error(model, old: int, new: int, exc) -> ModelError:
         f"on {where}{between}: {reason}. Fix: re-export the model at opset {new} or newer")
 
 
-def _first_opset(op: str, after: int, test, domain: str = "") -> int | None:
+def first_opset(op: str, after: int, test, domain: str = "") -> int | None:
     """The first opset after `after` at which the default domain's `op` passes `test`."""
     onnx = require("onnx", "explaining an ONNX error")
-    if domain not in _DEFAULT_DOMAINS or not onnx.defs.has(op):
+    if domain not in DEFAULT_DOMAINS or not onnx.defs.has(op):
         return None
     for version in range(after + 1, onnx.defs.onnx_opset_version() + 1):
         with contextlib.suppress(onnx.defs.SchemaError):
             if test(onnx.defs.get_schema(op, version)):
                 return version
     return None
-
-
-def _explain(path: Path, exc, version: str) -> str:
-    """What went wrong, from onnxruntime's message and the file: op, node, opset, fix."""
-    said = " ".join(str(exc).split())
-    said = re.sub(r"^\[ONNXRuntimeError\] : \d+ : \w+ : |Load model from .*? failed:\s*|"
-                  r"This is an invalid model\.\s*|/onnxruntime_src/\S+:\d+ (.*? was false\. "
-                  r"|[^(]*\([^)]*\) )", "", said).strip()  # status prefix, C++ locations
-    try:
-        header = _parse(path)
-    except ModelError as error:
-        return str(error)
-    problem = _external_problem(header, path)
-    if problem:
-        return problem
-    opset = max([o.version for o in header.opset_import if o.domain in _DEFAULT_DOMAINS] or [0])
-    for pattern, explain in _PATTERNS:
-        found = re.search(pattern, said)
-        if found:
-            groups = {k: (v or "").rstrip(". ") for k, v in found.groupdict().items()}
-            text = explain(groups, opset) if callable(explain) else explain.format(**groups)
-            break
-    else:
-        text = ("onnxruntime cannot load or run it. Fix: check it with onnx.checker.check_model("
-                "path, full_check=True), or re-export it")
-    return f"{path} (opset {opset}): {text}. onnxruntime {version} said: {said[:400]}"
-
-
-def _upgrade_to(first: int) -> str:
-    return (f"Fix: upgrade the float model to opset {first} or newer before this stage "
-            f"(compress.onnx_compat.upgrade_opset), or re-export it at opset {first} or newer")
-
-
-def _in_node(g: dict, opset: int) -> str:
-    """onnx's checker inside onnxruntime refused a node: an attribute, an op, a version."""
-    op, why, at = g["op"], g["why"], f"node '{g['node']}' ({g['op']})"
-    attr = re.match(r"Unrecognized attribute: (\w+)", why)
-    if attr:
-        first = _first_opset(op, opset, lambda s: attr[1] in s.attributes, g["domain"])
-        note = " (per-channel quantization writes it)" if attr[1] == "axis" else ""
-        if first:
-            return (f"{at} has attribute '{attr[1]}'{note}, which {op} takes only from opset "
-                    f"{first}. " + _upgrade_to(first))
-        return (f"{at} has attribute '{attr[1]}', which {op} does not take at this opset. "
-                "Fix: re-export the model")
-    first = _first_opset(op, 0, bool, g["domain"])
-    if why.startswith("No Op registered") and first and first > opset:
-        return f"{at}: {op} exists only from opset {first}. " + _upgrade_to(first)
-    if "deprecated" in why:
-        return (f"{at}: ONNX removed {op} at or before opset {opset}. Fix: re-export the "
-                "model; its exporter should write the op that replaced it")
-    if first is None and g["domain"] in _DEFAULT_DOMAINS:
-        return f"{at}: {op} is not an ONNX op. Fix: re-export the model with standard ops"
-    return f"{at}: {why}. Fix: re-export the model with ops its opset defines"
-
-
-def _type_error(g: dict, opset: int) -> str:
-    op, kind = g["op"], g["type"]
-    first = _first_opset(op, opset, lambda s: any(kind in c.allowed_type_strs
-                                                  for c in s.type_constraints))
-    at = f"node '{g['node']}' ({op}): input '{g['input']}' is {kind}"
-    if first:
-        return f"{at}, which {op} takes only from opset {first}. " + _upgrade_to(first)
-    return f"{at}, which {op} does not take. Fix: keep this node in float32, or cast its input"
-
-
-# (pattern in onnxruntime's message, explanation: a template for its groups, or a function
-# of the groups and the model's opset)
-_PATTERNS = [
-    (r'In Node, \("(?P<node>[^"]*)", (?P<op>[\w.]+), "(?P<domain>[^"]*)", -?\d+\) : .*?\s,'
-     r"\s*Error (?P<why>.+)", _in_node),
-    (r"Type Error: Type '(?P<type>[^']*)' of input parameter \((?P<input>[^)]*)\) of operator "
-     r"\((?P<op>\w+)\) in node \((?P<node>[^)]*)\)", _type_error),
-    (r"Could not find an implementation for (?P<op>\w+)\((?P<version>\d+)\) node with name "
-     r"'(?P<node>[^']*)'",
-     "node '{node}' ({op}, version {version} of the op): onnxruntime's CPU provider has no "
-     "kernel for it with this node's tensor types (float16, bfloat16 and 16-bit integers are "
-     "the usual gaps). Fix: keep this node in float32 (exclude it from quantization), or "
-     "upgrade the opset if a newer {op} takes these types"),
-    (r"Node \((?P<node>[^)]*)\) Op \((?P<op>\w+)\) \[(?P<kind>\w+)\] (?P<why>.+)",
-     "node '{node}' ({op}): {kind}: {why}. Fix: check the input shapes the model declares, or "
-     "re-export it"),
-    (r"(?P<domain>[\w.]*):(?P<op>\w+)\(-?\d+\) is not a registered function/op",
-     "{op} (domain '{domain}') is not an op this onnxruntime knows. Fix: register the custom-op "
-     "library that implements it, or re-export the model without it"),
-    (r"Opset (?P<opset>\d+) is under development.*?till opset (?P<max>\d+)",
-     "its opset {opset} is newer than this onnxruntime supports (up to {max}). Fix: re-export "
-     "it at opset {max} or older, or upgrade onnxruntime"),
-    (r"running (?P<op>\w+) node\. Name:'(?P<node>[^']*)' Status Message: (?P<why>.+)",
-     "node '{node}' ({op}) fails on the first input: {why}. Fix: if the float model runs on "
-     "this input, the stage broke this node; else give inputs the model expects"),
-    (r"(?P<why>Required inputs.*|Got invalid dimensions.*|Unexpected input data type.*|"
-     r"Invalid Feed Input Name.*|Invalid rank for input.*)",
-     "the first input does not fit the model: {why}. Fix: give inputs with the names, shapes "
-     "and dtypes the model declares"),
-]

@@ -21,7 +21,7 @@ def verify_outputs(outputs, ctx, what: str) -> None:
     feed = ctx.sample_feeds(1)[0][0]
     for output in outputs:
         if output.format == "onnx":
-            from compress.onnx_compat import check_runs
+            from compress.onnx_errors import check_runs
             check_runs(output.path, [feed], f"{what} made a model that")
         elif output.format == "tflite":
             _run_tflite(output.path, feed, output.meta.get("channels_last", False), what)

@@ -168,6 +168,33 @@ def _open(model: str, engine: str, opts: BenchOptions):
                 providers=list(opts.providers) or None)
 
 
+def _timed(model: str, engine: str, raw: dict | None, opts: BenchOptions, meter):
+    """(timing, engine description) of the first feed (random inputs without a file)."""
+    session = _open(model, engine, opts)
+    try:
+        data = _layout(feeds_mod.read_feeds(raw, session.inputs), opts) if raw else None
+        if data is not None and data.feeds:  # the first feed is what is timed
+            feeds = feeds_mod.select_inputs(data.feeds[0], session.inputs)
+            feeds_mod.check_feeds(feeds, session.inputs)
+        else:
+            feeds = feeds_mod.synthetic_feeds(session.inputs)
+        timing = measure(session, feeds, warmup=opts.warmup, runs=opts.runs,
+                         min_seconds=opts.seconds, meter=meter,
+                         on_progress=_progress_printer(opts.progress),
+                         snapshot=lambda: conditions.snapshot(opts.sysfs_root))
+        return timing, session.describe()
+    finally:
+        session.close()
+
+
+def _fresh_metric(model: str, engine: str, raw: dict, opts: BenchOptions, eval_batch: int):
+    """The metric from a fresh session: a stateful model (variables, ring buffers) starts
+    its evaluation stream from its initial state, not where the timed runs left it."""
+    with _open(model, engine, opts) as fresh:
+        return _evaluate(fresh, _layout(feeds_mod.read_feeds(raw, fresh.inputs, eval_batch),
+                                        opts), opts)
+
+
 def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str | None = None,
           meter=None, meter_note: str | None = None) -> dict:
     if opts.cpus:
@@ -178,30 +205,11 @@ def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str |
     raw = feeds_mod.read_npz(inputs) if inputs else None
     raw_eval = feeds_mod.read_npz(eval_inputs) if eval_inputs else None
     idle_rss = current_rss_mb()
-    session = _open(model, engine, opts)
-    try:
-        data = _layout(feeds_mod.read_feeds(raw, session.inputs), opts) if inputs else None
-        if data is not None and data.feeds:  # the first feed is what is timed
-            feeds = feeds_mod.select_inputs(data.feeds[0], session.inputs)
-            feeds_mod.check_feeds(feeds, session.inputs)
-        else:
-            feeds = feeds_mod.synthetic_feeds(session.inputs)
-        timing = measure(session, feeds, warmup=opts.warmup, runs=opts.runs,
-                         min_seconds=opts.seconds, meter=meter,
-                         on_progress=_progress_printer(opts.progress),
-                         snapshot=lambda: conditions.snapshot(opts.sysfs_root))
-        engine_info = session.describe()
-    finally:
-        session.close()
+    timing, engine_info = _timed(model, engine, raw, opts, meter)
     metric = None
     if raw_eval is not None or (raw is not None and feeds_mod.holds_metric_data(raw)):
-        # a fresh session: a stateful model (variables, ring buffers) starts its evaluation
-        # stream from its initial state, not from wherever the timed runs left it
-        with _open(model, engine, opts) as fresh:
-            eval_data = (_layout(feeds_mod.read_feeds(raw_eval, fresh.inputs, opts.eval_batch),
-                                 opts) if eval_inputs else
-                         _layout(feeds_mod.read_feeds(raw, fresh.inputs), opts))
-            metric = _evaluate(fresh, eval_data, opts)
+        metric = _fresh_metric(model, engine, raw_eval if raw_eval is not None else raw,
+                               opts, eval_batch=opts.eval_batch if raw_eval is not None else 1)
     energy = timing.pop("energy")
     window = timing.pop("conditions")
     affinity = available_cpus()

@@ -134,7 +134,7 @@ def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple 
     if not shared:
         ranges.unlink(missing_ok=True)
     meta = {"calibration": config.calibration, "calibration_samples": usable}
-    if config.bias_correction:
+    if config.corrects_biases("onnx"):
         meta["bias_correction"] = _bias_correction(source, target, feeds, config, ctx)
     return meta
 

@@ -77,7 +77,7 @@ def quantize_stage(artifact, config, ctx, mode: str, precision: str):
     ctx.progress.note(f"quantizing the TFLite model ({mode}, ai-edge-quantizer)")
     meta = quantize_file(source, target, mode, ctx, {
         "samples": config.samples, "channels_last": False,
-        "bias_correction": config.bias_correction,
+        "bias_correction": config.corrects_biases("tflite"),
         "bias_correction_samples": config.bias_correction_samples,
         "purpose": f"quantize {config.scheme} of a TFLite model"})
     from compress.artifacts import Output

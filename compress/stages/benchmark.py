@@ -337,49 +337,57 @@ def _stage_on_hosts(jobs: list[Job], ctx, inputs, evaluation) -> dict:
     return placed
 
 
+def _measure_once(index: int, job: Job, round_index: int, placed: dict, files: tuple,
+                  config: Benchmark, ctx) -> dict:
+    """One round of one job: the runner's result (its metric in the first round only, which
+    does not change between rounds; a custom metric scored here from the outputs it wrote).
+    `files`: (timed inputs, evaluation data, metric info). Raises Unavailable."""
+    inputs, evaluation, metric_info = files
+    artifact = job.artifact
+    host, model, batch, evaluate = placed.get(index, (None, ctx.path(artifact), inputs,
+                                                      evaluation))
+    outputs = outputs_path(host, ctx.out_dir, index)
+    args = _runner_args(model, batch, evaluate, job, config, metric_info,
+                        artifact.meta.get("channels_last", False), round_index == 0, outputs)
+    cmd = (host.runner_command(args, config.timeout_s) if host else
+           [job.python or sys.executable, "-m", "runtimes", "bench", *args])
+    label = (f"benchmark {artifact.id} on {job.target} ({job.threads} threads, round "
+             f"{round_index + 1}/{config.rounds})")
+    started = time.perf_counter()
+    with ctx.progress.task(label, math.ceil(config.runs / config.rounds)) as advance:
+        result = measure_in_subprocess(cmd, config.timeout_s, advance, host)
+    # The runner's whole wall time, start-up and (over SSH) the round trip included.
+    result["wall_s"] = time.perf_counter() - started
+    if round_index == 0 and evaluate and metric_info and metric_info["custom"]:
+        fidelity = (result.get("metric") or {}).get("details") or {}
+        result["metric"] = custom_score(ctx, host, outputs)
+        result["metric"]["details"] = {**fidelity, **result["metric"]["details"]}
+        result["metric"]["samples"] = len(ctx.dataset("evaluation"))
+    if host:
+        host.times.run_s.append(result["wall_s"])
+    return result
+
+
 @register(Benchmark, produces_artifacts=False)
 def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
     """`jobs`: what plan_jobs made of the candidates and the pipeline's targets."""
-    inputs, evaluation, metric_info = write_inputs(ctx, ctx.out_dir)
+    files = write_inputs(ctx, ctx.out_dir)
+    metric_info = files[2]
     if metric_info is not None:
         metric_info["drop"] = ctx.metric().drop
-    placed = _stage_on_hosts(jobs, ctx, inputs, evaluation)
+    placed = _stage_on_hosts(jobs, ctx, files[0], files[1])
     rounds = {index: [] for index in range(len(jobs))}
     unmeasured: dict[int, str] = {}   # job -> why its accelerator cannot be measured there
     for round_index in range(config.rounds):
         for index, job in enumerate(jobs):
             if index in unmeasured:
                 continue
-            artifact = job.artifact
-            host, model, batch, evaluate = placed.get(
-                index, (None, ctx.path(artifact), inputs, evaluation))
-            # The metric does not change between rounds: evaluate in the first one only.
-            outputs = outputs_path(host, ctx.out_dir, index)
-            args = _runner_args(model, batch, evaluate, job, config, metric_info,
-                                artifact.meta.get("channels_last", False), round_index == 0,
-                                outputs)
-            cmd = (host.runner_command(args, config.timeout_s) if host else
-                   [job.python or sys.executable, "-m", "runtimes", "bench", *args])
-            label = (f"benchmark {artifact.id} on {job.target} ({job.threads} threads, round "
-                     f"{round_index + 1}/{config.rounds})")
-            started = time.perf_counter()
             try:
-                with ctx.progress.task(label, math.ceil(config.runs / config.rounds)) as advance:
-                    result = measure_in_subprocess(cmd, config.timeout_s, advance, host)
+                rounds[index].append(_measure_once(index, job, round_index, placed, files,
+                                                   config, ctx))
             except Unavailable as exc:
                 unmeasured[index] = str(exc)
-                ctx.progress.note(f"{artifact.id} on {job.target}: unmeasured: {exc}")
-                continue
-            # The runner's whole wall time, start-up and (over SSH) the round trip included.
-            result["wall_s"] = time.perf_counter() - started
-            if round_index == 0 and evaluate and metric_info and metric_info["custom"]:
-                fidelity = (result.get("metric") or {}).get("details") or {}
-                result["metric"] = custom_score(ctx, host, outputs)
-                result["metric"]["details"] = {**fidelity, **result["metric"]["details"]}
-                result["metric"]["samples"] = len(ctx.dataset("evaluation"))
-            rounds[index].append(result)
-            if host:
-                host.times.run_s.append(result["wall_s"])
+                ctx.progress.note(f"{job.artifact.id} on {job.target}: unmeasured: {exc}")
     return [{"artifact": job.artifact.id, "target": job.target, "baseline": job.is_baseline,
              "unmeasured": unmeasured[index]}
             if index in unmeasured else

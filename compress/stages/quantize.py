@@ -79,13 +79,15 @@ class Quantize(StageConfig):
         "stage leaves unset; default: the one the targets' profiles name (export.preset); "
         "'none' for none")
     preprocess: bool = Field(True, description="onnxruntime's quant_pre_process first (int8)")
-    # Off by default: on the conformance corpus (docs/conformance.md) it lowered fidelity
-    # on the YOLOv8n detector (SQNR 29.4 -> 26.8 dB) and the orientation classifier
-    # (32.6 -> 24.9 dB) and took 15-50x longer than quantizing; it helped EfficientNet-Lite0.
-    bias_correction: bool = Field(
-        False, description="int8-static: sequential empirical bias correction of every "
-        "Conv/Gemm (undoes the mean shift quantization adds, layer by layer); helps some "
-        "models and hurts others (docs/conformance.md): measure it on yours")
+    # By format, as measured on the conformance corpus (docs/conformance.md): on ONNX QDQ it
+    # lowered fidelity on the YOLOv8n detector (SQNR 29.4 -> 26.8 dB) and the orientation
+    # classifier (32.6 -> 24.9 dB) and took 15-50x longer than quantizing (it helped
+    # EfficientNet-Lite0); on full-int8 TFLite it helped CREPE (24.5 -> 25.5 dB) and
+    # EfficientNet-Lite0.
+    bias_correction: Optional[bool] = Field(
+        None, description="int8-static: sequential empirical bias correction of every "
+        "Conv/Gemm (undoes the mean shift quantization adds, layer by layer); default: off "
+        "for ONNX, on for a TFLite model (measured per format, docs/conformance.md)")
     bias_correction_samples: PositiveInt = Field(
         128, description="calibration samples used for bias correction (spread evenly)")
     force: bool = Field(False, description="allow int8-dynamic on a convolutional model")
@@ -124,6 +126,10 @@ class Quantize(StageConfig):
         if value < 16 or value & (value - 1):
             raise ValueError("block_size must be a power of 2 of at least 16 (16, 32, 64, 128)")
         return value
+
+    def corrects_biases(self, fmt: str) -> bool:
+        """Whether int8-static corrects biases for a model of this format."""
+        return self.bias_correction if self.bias_correction is not None else fmt == "tflite"
 
     @property
     def embeddings_quantized(self) -> bool:
@@ -334,8 +340,13 @@ def run(artifact, config: Quantize, ctx) -> list[Output]:
         from compress.quant.tflite import quantize_stage
         return quantize_stage(artifact, config, ctx, TFLITE_MODES[config.scheme],
                               PRECISION[config.scheme])
+    return _onnx(ctx.path(artifact), config, ctx)
+
+
+def _onnx(source: Path, config: Quantize, ctx) -> list[Output]:
+    """onnxruntime's quantizers on an ONNX file, prepared first (opset, static shapes,
+    quant_pre_process) as the scheme needs."""
     require("onnxruntime.quantization", "quantize")
-    source = ctx.path(artifact)
     ops_before = op_histogram(source)
     int8 = config.scheme.startswith("int8")
     upgraded, opset = opset_for(source, config, ctx) if int8 else (source, None)
@@ -354,21 +365,23 @@ def run(artifact, config: Quantize, ctx) -> list[Output]:
         (ctx.out_dir / "calibration_ranges.json").unlink(missing_ok=True)
     for temporary in {prepared, fixed, upgraded} - {source}:
         temporary.unlink()
-    if opset is not None:
-        meta["opset_upgraded"] = opset
-    meta.update(scheme=config.scheme, ops=dict(op_histogram(target)),
-                excluded_nodes=list(config.exclude_nodes))
+    meta.update(_described(config, source, target, int8),
+                **{key: value for key, value in (("opset_upgraded", opset),
+                                                 ("static_shapes", shapes)) if value})
+    return [Output(target, "onnx", PRECISION[config.scheme], meta)]
+
+
+def _described(config: Quantize, source: Path, target: Path, int8: bool) -> dict:
+    """What the artifact's meta says of the quantized graph and how it was made."""
+    meta = {"scheme": config.scheme, "ops": dict(op_histogram(target)),
+            "excluded_nodes": list(config.exclude_nodes)}
     if int8:
         meta.update(per_channel=config.per_channel, activations=config.activations)
     if config.scheme == "int8-static":
         meta["qdq"] = qdq_summary(target)
-    if shapes is not None:
-        meta["static_shapes"] = shapes
     if config.preset not in (None, presets.NONE):
         meta["preset"] = presets.record(config, config._preset_settings(presets.get(config.preset)))
     if config.scheme == "int4-weight-only":
         from compress.quant.int4 import weight_precision
         meta["weights"] = weight_precision(source, target)
-    return [Output(target, "onnx", PRECISION[config.scheme], meta)]
-
-
+    return meta

@@ -14,8 +14,8 @@ from onnx import TensorProto, helper, numpy_helper
 
 from compress import onnx_compat
 from compress.errors import ModelError
-from compress.onnx_compat import (check_runs, load_onnx, needed_opset, opset_of, save_onnx,
-                                  upgrade_opset)
+from compress.onnx_compat import load_onnx, needed_opset, opset_of, save_onnx, upgrade_opset
+from compress.onnx_errors import check_runs
 
 ort = pytest.importorskip("onnxruntime")
 quantization = pytest.importorskip("onnxruntime.quantization")
