@@ -78,6 +78,8 @@ def _by_hand(row: dict) -> str:
     p50 = row["p50_ms"]
     text = (f"{_fidelity(row['fidelity']['by_hand'])}, {p50['fp32'] / p50['by_hand']:.2f}x, "
             f"{row['by_hand_seconds']:.1f} s")
+    if row.get("by_hand_identical"):
+        text = f"the same file, byte for byte; {row['by_hand_seconds']:.1f} s"
     if row.get("by_hand_load_error"):
         up = row["by_hand_opset_upgraded"]
         text = (f"**does not load** (opset {up['from']}); after upgrading to {up['to']} by "
@@ -133,14 +135,17 @@ Reading the table:
   upgrades the opset with onnx's version converter first and records it. The by-hand
   figures are then taken after the same upgrade done by hand.
 - The pipeline's int8-static is the same quantizer with the same settings, so where it
-  ran the same steps it gives the same model; its bias correction is off by default
+  ran the same steps it gives the same file ("the same file, byte for byte"; where the
+  files differ, in the pre-processing a failed shape inference left out, the figures are
+  given); its bias correction of ONNX models is off by default
   because on this corpus it lowered fidelity on two models (it stays a setting; see
   docs/results.md for EfficientNet-Lite0, where it helps).
 - MiniLM: the pipeline's INT8 for a transformer is int8-dynamic; static QDQ by hand
   breaks its embeddings.
 - A speed-up below 1 means the INT8 model runs slower than FP32 on onnxruntime's CPU
   provider: the orientation classifier's HardSwish and the GRU have no QDQ kernel, so
-  they stay float between DequantizeLinear and QuantizeLinear nodes.
+  they stay float between DequantizeLinear and QuantizeLinear nodes. The machine is a
+  shared VM: speed-ups of the same file vary by up to ~25% from run to run.
 - The keyword spotter ships already int8 (with its state in resource variables): it is
   benchmarked as it is; there is nothing to quantize and no FP32 to compare with.
 """
