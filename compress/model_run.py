@@ -5,6 +5,7 @@ from pathlib import Path
 
 import numpy as np
 
+from compress.errors import ModelError
 from compress.lazy import require
 
 
@@ -27,16 +28,28 @@ def torch_call(model, decls, feed: dict, torch) -> list[np.ndarray]:
 
 def run_feeds(model_or_path, decls, feeds: list[dict], nhwc: bool = False) -> list[list]:
     """Every output of every feed: [[output arrays of feed 0], ...]. `nhwc`: the file
-    takes 4-D inputs channels-last while the feeds are laid out NCHW."""
+    takes 4-D inputs channels-last while the feeds are laid out NCHW. A feed the model
+    fails on is a ModelError naming it."""
     if isinstance(model_or_path, (str, Path)):
         from runtimes.feeds import select_inputs
         from runtimes.loader import load
         with load(str(model_or_path)) as session:
-            return [session.run(select_inputs(_layout(feed, nhwc), session.inputs))
-                    for feed in feeds]
+            return [_named_failure(index, feed, lambda f: session.run(
+                select_inputs(_layout(f, nhwc), session.inputs)), Path(model_or_path).name)
+                for index, feed in enumerate(feeds)]
     torch = require("torch", "a torch model source")
     with torch.no_grad():
-        return [torch_call(model_or_path, decls, feed, torch) for feed in feeds]
+        return [_named_failure(index, feed, lambda f: torch_call(model_or_path, decls, f, torch),
+                               "the torch model") for index, feed in enumerate(feeds)]
+
+
+def _named_failure(index: int, feed: dict, call, what: str) -> list:
+    try:
+        return call(feed)
+    except Exception as exc:  # noqa: BLE001 - torch, onnxruntime and LiteRT raise their own
+        shapes = {name: list(np.shape(array)) for name, array in feed.items()}
+        raise ModelError(f"{what} fails on feed {index} {shapes}: {type(exc).__name__}: "
+                         f"{' '.join(str(exc).split())[:300]}") from None
 
 
 def output_names(model_or_path, count: int) -> list[str]:

@@ -114,8 +114,19 @@ def _progress_printer(enabled: bool):
 
 
 def _run_feeds(session, feeds: list) -> list:
-    """The outputs of every feed, run one model call each."""
-    return [session.run(feeds_mod.select_inputs(feed, session.inputs)) for feed in feeds]
+    """The outputs of every feed, run one model call each; a feed the model refuses is
+    named (the runtimes raise their own untyped errors)."""
+    outputs = []
+    for index, feed in enumerate(feeds):
+        try:
+            outputs.append(session.run(feeds_mod.select_inputs(feed, session.inputs)))
+        except RuntimeInputError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - onnxruntime and LiteRT errors
+            shapes = {k: list(v.shape) for k, v in feed.items()}
+            raise RuntimeInputError(f"evaluation feed {index} {shapes}: the model fails on "
+                                    f"it: {' '.join(str(exc).split())[:300]}") from None
+    return outputs
 
 
 def _evaluate(session, data: feeds_mod.FeedFile, opts: BenchOptions) -> dict | None:
