@@ -1,5 +1,20 @@
 """The errors a user can cause and fix.
 
+    CompressError                 bad input or an environment the user can fix (exit 2)
+    ├── ConfigError               pipeline.yaml / a profile / a Pipeline built in Python:
+    │                             file, line and field; the stage graph
+    ├── DataError                 data that is missing or does not fit the model (the feed,
+    │                             the input, both shapes), a metric function that fails
+    ├── ModelError                a model that cannot be loaded, run, exported or quantized
+    │                             (the op and opset where onnxruntime names them)
+    ├── StageError                stage N failed: "stage N (type): <its cause>", raised from
+    │                             the cause (itself one of these)
+    ├── MissingDependency         an optional package is not installed: the pip command
+    └── RemoteError               an SSH target cannot be reached or answers oddly
+
+runtimes/ (torch-free, below this layer) raises its own RuntimeInputError; the pipeline
+turns it into one of these where it calls the runtimes.
+
 The CLI catches `CompressError` only: it prints the message (one paragraph, no
 traceback) and exits 2. Every other exception is a bug and keeps its traceback.
 """

@@ -98,6 +98,13 @@ class OnnxRuntimeSession(Session):
                                                   provider_options=provider_options))
         except Exception as exc:  # onnxruntime raises its own untyped errors
             said = str(exc).strip().splitlines()[0]
+            if len(names) > 1 and ": EP_FAIL :" in said:
+                # the provider started but could not compile this model here (QNN's HTP
+                # simulator runs out of memory finalizing some graphs on some x86 CPUs):
+                # nothing to measure on it, which is not the user's input at fault
+                raise ProviderUnavailable(
+                    f"{', '.join(names[:-1])} could not compile {path} on this machine: "
+                    f"{said}") from None
             if len(names) > 1:  # an accelerator was asked for: most often its options
                 raise RuntimeInputError(
                     f"onnxruntime cannot start {', '.join(names[:-1])} for {path}: {said}. "

@@ -61,7 +61,9 @@ def test_an_external_meter_gives_real_power_and_energy_verdicts(project):
     bench = next(b for b in report["benchmarks"] if not b["baseline"])
     power = bench["power"]
     assert power["meter"] == "command" and power["samples"] >= 4
-    assert power["idle_w"] < 2.5 < power["mean_w"]  # the runner works in the window only
+    # the runner works in the window only: 2 W idle, up to 5 W with its core busy (the
+    # meter's first reading also counts a moment before, so no exact line between them)
+    assert power["idle_w"] < 3.0 and power["mean_w"] > power["idle_w"] + 1.0
     per_inference_mj = power["active_w"] * power["window_s"] / bench["runs"] * 1000
     assert abs(bench["energy_mj"] - per_inference_mj) / per_inference_mj < 0.25
     verdicts = {v["metric"]: v for v in report["verdicts"] if v["artifact"] == bench["artifact"]}
