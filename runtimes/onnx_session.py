@@ -76,6 +76,8 @@ class OnnxRuntimeSession(Session):
         if not os.path.isfile(path):
             raise RuntimeInputError(f"model file not found: {path}")
         options = ort.SessionOptions()
+        if not providers:  # on the CPU provider alone, errors only: its warnings repeat
+            options.log_severity_level = 3  # per call (ddddocr's wrong output shape)
         if threads:
             options.intra_op_num_threads = int(threads)
             options.inter_op_num_threads = 1

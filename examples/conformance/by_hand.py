@@ -77,7 +77,9 @@ def quantize_by_hand(fp32: Path, feeds: list[dict], target: Path) -> dict:
 
 def outputs_of(path: Path, feeds: list[dict]) -> list[list[np.ndarray]]:
     import onnxruntime as ort
-    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    options.log_severity_level = 3  # ddddocr's recognizer warns on every call
+    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]
     keys = list(feeds[0])
     return [session.run(None, {n: feed[n] if n in feed else feed[k]

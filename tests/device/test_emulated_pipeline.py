@@ -28,8 +28,10 @@ def test_pipeline_measures_on_the_emulated_pi(project, emulated_pi):
     assert child.returncode == 0, child.stderr + child.stdout
     report = json.loads((project / "runs" / "t" / "report.json").read_text())
     benches = report["benchmarks"]
-    # rpi4 runs LiteRT only: the full-int8 TFLite export (its profile's mode)
-    assert [(b["artifact"], b["format"]) for b in benches] == [("03-export.tflite", "tflite")]
+    # rpi4 runs LiteRT only: the full-int8 TFLite export (its profile's mode), beside its
+    # baseline, the source's FP32 TFLite export
+    assert [(b["artifact"], b["format"]) for b in benches] == [("baseline-tflite", "tflite"),
+                                                               ("03-export.tflite", "tflite")]
     for bench in benches:
         assert bench["measured_on"]["arch"] == "aarch64"
         assert bench["emulated"]  # an Arm userland on this x86 CPU
