@@ -151,12 +151,56 @@ def check_model_runs(ctx) -> None:
             raise ModelError(f"model.tflite: LiteRT cannot run one call of it: {exc}") from None
 
 
+def check_run_dir(pipeline) -> None:
+    """The run directory can be made (or is a folder) and written, before any work."""
+    run_dir = pipeline.run_dir
+    where = f"output '{pipeline.output}' with name '{pipeline.name}' ({run_dir})"
+    existing = next(p for p in (run_dir, *run_dir.parents) if p.exists())
+    if not existing.is_dir():
+        raise ConfigError(f"{where}: {existing} is a file, not a folder; choose another "
+                          "`output:` folder", field="output")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise ConfigError(f"{where}: {existing} is not writable by this user; choose another "
+                          "`output:` folder", field="output")
+    limit = os.pathconf(existing, "PC_NAME_MAX")
+    for part in run_dir.relative_to(existing).parts:
+        if len(part.encode()) > limit:
+            raise ConfigError(f"{where}: '{part[:40]}...' is longer than this file system "
+                              f"allows in a name ({limit} bytes)", field="output")
+
+
+def _check_reference(ctx) -> None:
+    """The model as given, on every evaluation feed: finite outputs, labels within its
+    classes, and a custom metric that scores it (all before any work)."""
+    import numpy as np
+    outputs = ctx.reference_outputs()
+    for index, feed in enumerate(outputs):
+        for name, value in zip(ctx.reference_names(), feed):
+            if np.asarray(value).dtype.kind == "f" and not np.isfinite(value).all():
+                raise ModelError(f"the model as given outputs NaN or infinity on evaluation "
+                                 f"feed {index} (output '{name}'): its inputs are not what it "
+                                 "expects (scale, layout, dtype?) or the model is broken; "
+                                 "nothing can be compared with that")
+    metric = ctx.metric()
+    if metric.type == "accuracy":
+        classes = int(np.prod(np.shape(outputs[0][0])[1:])) if np.ndim(outputs[0][0]) else 1
+        labels = ctx.dataset("evaluation").class_labels()
+        if labels.min() < 0 or labels.max() >= classes:
+            raise DataError(f"data.evaluation: labels run from {labels.min()} to "
+                            f"{labels.max()}, but the model's first output has {classes} "
+                            f"classes (0..{classes - 1}): fix the labels, or use another "
+                            "metric (fidelity, custom)")
+    if metric.type == "custom":
+        ctx.metric_baseline()  # the user's function, tried on the source model first
+
+
 def preflight(ctx) -> None:
+    check_run_dir(ctx.pipeline)
     _check_data(ctx)
     _check_meters(ctx)
     _check_local_pythons(ctx)
     check_model_runs(ctx)
-    if ctx.dataset("evaluation") is not None and ctx.metric().type == "custom":
-        ctx.metric_baseline()  # the user's function, tried on the source model first
+    if ctx.dataset("evaluation") is not None:
+        _check_reference(ctx)
     from compress.remote.targets import open_hosts
     ctx.hosts = open_hosts(ctx)  # devices last: local mistakes never touch the network

@@ -1,8 +1,9 @@
 """`compress run | validate | schema | profiles | preflight`.
 
-Exit codes: 0 every gated budget holds (preflight: every op runs on the accelerator); 1 a
-budget is missed (preflight: some ops would fall back); 2 bad input (one clear message, no
-traceback). Any other exception is a bug and keeps its traceback.
+Exit codes (EXIT_CODES, also in `compress --help`): 0 every gated budget holds (preflight:
+every op runs on the accelerator); 1 a budget is missed (preflight: some ops would fall
+back); 2 bad input (one clear message, no traceback); 3 an internal error, a bug (one
+line, the traceback in a crash log); 130 interrupted.
 """
 from __future__ import annotations
 
@@ -13,10 +14,20 @@ import sys
 from compress.errors import CompressError
 
 
+EXIT_CODES = """exit codes:
+  0    every gated budget holds (preflight: every op runs on the accelerator)
+  1    a budget is missed (preflight: some ops would fall back); nothing else exits 1
+  2    bad input: one message naming the problem and the fix, no traceback
+  3    an internal error (a bug): one line, the traceback in a crash log in the run
+       directory (else the temporary folder)
+  130  interrupted (Ctrl-C): finished stages are kept"""
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="compress", description="Compress, export, benchmark and budget-check a model "
-        "for edge devices.")
+        "for edge devices.", epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a pipeline.yaml")
     run.add_argument("file")
@@ -105,8 +116,7 @@ COMMANDS = {"run": _cmd_run, "validate": _cmd_validate, "schema": _cmd_schema,
 PIPELINE_PACKAGES = {"pydantic", "yaml", "rich", "torch", "onnx", "onnxscript", "torch_pruning"}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def _dispatch(args) -> int:
     try:
         return COMMANDS[args.command](args)
     except ModuleNotFoundError as exc:
@@ -120,7 +130,16 @@ def main(argv: list[str] | None = None) -> int:
     except CompressError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        return _dispatch(args)
     except KeyboardInterrupt:
         print("interrupted: finished stages are kept; the stage that was running is discarded",
               file=sys.stderr)
         return 130
+    except (Exception, SystemExit) as exc:  # a bug: never exit 1, which means "over budget"
+        from compress import crash
+        return crash.report(exc)

@@ -41,9 +41,19 @@ class Pipeline(Strict):
     targets: tuple[TargetSpec, ...] = Field((), description="device profiles to measure and "
                                             "check against")
     output: str = Field("runs", description="parent of the run directory runs/<name>/")
-    seed: int = Field(0, description="seed for anything random (data shuffles, training)")
+    seed: int = Field(0, ge=0, le=2**32 - 1, description="seed for anything random (data "
+                      "shuffles, training); 0 to 4294967295")
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
+
+    @field_validator("name")
+    @classmethod
+    def _a_folder_name(cls, name: str) -> str:
+        # it names a folder under `output`: it must stay inside it and fit a file system
+        if name in (".", "..") or len(name.encode()) > 200:
+            raise ValueError("the name names the run directory: not '.' or '..', at most "
+                             "200 characters")
+        return name
 
     @field_validator("stages")
     @classmethod

@@ -17,7 +17,8 @@ CallableName = Annotated[str, StringConstraints(pattern=CALLABLE_NAME)]
 
 
 class WithObjects(Strict):
-    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, arbitrary_types_allowed=True,
+                              allow_inf_nan=False)
 
 
 class TensorDecl(Strict):

@@ -89,7 +89,7 @@ def _read(source, pipeline, where: str):
         function = import_callable(function, pipeline.base_dir, DataError, where)
     try:
         return function(**source.kwargs)
-    except Exception as exc:  # user code: report it as bad data, with its own message
+    except (Exception, SystemExit) as exc:  # user code, sys.exit too: bad data, in its words
         raise DataError(f"{where}: the loader '{source.label}' raised "
                         f"{type(exc).__name__}: {exc}") from exc
 

@@ -182,16 +182,36 @@ def _with_batch_axis(arrays: dict, labels, decls) -> tuple[dict, object]:
     return arrays, labels
 
 
+def _guarded(items, where: str):
+    """The user's iterator, its failures (a generator's body, a Dataset's __getitem__)
+    turned into a DataError naming the item."""
+    index = 0
+    while True:
+        try:
+            item = next(items)
+        except StopIteration:
+            return
+        except (Exception, SystemExit) as exc:  # user code
+            raise DataError(f"{where}: reading item {index} raised {type(exc).__name__}: "
+                            f"{' '.join(str(exc).split())[:300]}") from None
+        yield item
+        index += 1
+
+
 def _items(raw, where: str):
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(raw, torch.utils.data.Dataset) \
             and not isinstance(raw, torch.utils.data.IterableDataset) and hasattr(raw, "__len__"):
-        return (raw[i] for i in range(len(raw))), True
+        return _guarded((raw[i] for i in range(len(raw))), where), True
     if isinstance(raw, (str, bytes)) or not hasattr(raw, "__iter__"):
         raise DataError(f"{where}: the data is {type(raw).__name__}; give arrays with samples "
                         "on the first axis, a list or iterable of feeds (dicts {input name: "
                         "array}), or a torch Dataset / DataLoader")
-    return iter(raw), False
+    try:
+        return _guarded(iter(raw), where), False
+    except (Exception, SystemExit) as exc:  # an __iter__ of the user's that fails
+        raise DataError(f"{where}: iterating the data raised {type(exc).__name__}: "
+                        f"{' '.join(str(exc).split())[:300]}") from None
 
 
 def to_feeds(raw, decls, dynamic_batch: bool, where: str) -> tuple[list, list | None, str | None]:

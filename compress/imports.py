@@ -50,6 +50,12 @@ def import_callable(spec: str, base_dir: Path, error: type[CompressError], what:
     except ImportError as exc:
         raise error(f"{what}: cannot import module '{module_name}' ({exc}). The module is "
                     f"looked up next to the pipeline file ({base_dir}) and on PYTHONPATH") from None
+    except SyntaxError as exc:
+        raise error(f"{what}: module '{module_name}' has a syntax error: {exc.msg} "
+                    f"({exc.filename}, line {exc.lineno})") from None
+    except (Exception, SystemExit) as exc:  # its own code failed while being imported
+        raise error(f"{what}: importing module '{module_name}' failed: "
+                    f"{type(exc).__name__}: {' '.join(str(exc).split())[:300]}") from None
     finally:
         if added:
             sys.path.remove(str(base_dir))

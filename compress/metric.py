@@ -30,7 +30,7 @@ def call_custom(function, label: str, predictions: list, references: list) -> fl
     """The user's metric, with what it returns checked: one finite number."""
     try:
         value = function(predictions, references)
-    except Exception as exc:  # user code
+    except (Exception, SystemExit) as exc:  # user code (sys.exit too)
         raise DataError(f"data.metric.function {label} raised {type(exc).__name__}: "
                         f"{' '.join(str(exc).split())[:300]}") from exc
     try:

@@ -120,6 +120,8 @@ def _benchmark_table(report: dict) -> list[str]:
         g = gains.get((b["artifact"], b["target"]))
         name = b["artifact"] + (" (baseline)" if b["baseline"] else "")
         metric = f"{m['name']} {m['value']:.4f}" if m else "—"
+        broken = ((m or {}).get("details") or {}).get("non_finite_values")
+        metric += f" (**{broken} NaN/inf values**)" if broken else ""
         energy = _fmt(b["energy_mj"]) if b["energy_mj"] is not None else "unmeasured"
         lines.append(
             f"| {b['target']} | {name} | {lat['p50']:.3f} | {lat['p90']:.3f} | {lat['p99']:.3f} | "

@@ -25,7 +25,9 @@ from compress.errors import CompressError, StageError
 from compress.manifest import build_manifest, package_versions
 from compress.model_source import external_digest, source_digest, write_source
 from compress.model_table import model_rows
+from compress import crash
 from compress.progress import Progress
+from compress.runlock import RunLock
 from compress.remote.targets import close_hosts
 from compress.report import build_report, write_reports
 from compress.stagebase import STAGES
@@ -78,9 +80,10 @@ def _run_stage(ctx: RunContext, slug: str, key: str, make, force: bool,
 
 def _drop_empty_run_dir(ctx: RunContext, created_run_dir: bool) -> None:
     """A failed run keeps the stages it finished (complete and content-addressed: a re-run
-    resumes after them) but leaves no empty run directory behind."""
-    if created_run_dir and ctx.run_dir.is_dir() and not any(ctx.run_dir.iterdir()):
-        ctx.run_dir.rmdir()
+    resumes after them) but leaves no run directory behind that holds nothing else."""
+    if created_run_dir and ctx.run_dir.is_dir() and \
+            all(p.name == ".lock" for p in ctx.run_dir.iterdir()):
+        shutil.rmtree(ctx.run_dir, ignore_errors=True)
 
 
 def _data_digests(ctx: RunContext) -> dict:
@@ -227,6 +230,35 @@ def _passed(verdicts, strict: bool) -> bool:
     return all(v.status in ok for v in verdicts)
 
 
+def _produce(ctx: RunContext, force: bool) -> tuple[list, list, list]:
+    """Stages, baselines and benchmark: (artifacts, benchmarks, skipped pairs)."""
+    artifacts, consumed, bench_stage, by_key = _run_stages(ctx, force)
+    chosen = bench_stage[1].artifacts if bench_stage else None
+    picked = _candidates(artifacts, consumed, chosen)
+    baselines = _baselines(ctx, picked, by_key, force) if bench_stage else []
+    # after the source, which they stand for: the stages' own artifacts stay last
+    artifacts[1:1] = [b for b in baselines if b not in artifacts]
+    benchmarks, skipped = _benchmark(ctx, bench_stage, _with_baselines(baselines, picked))
+    return artifacts, benchmarks, skipped
+
+
+def _report(ctx: RunContext, produced: tuple, gated: set, strict: bool,
+            config_text: str | None) -> Result:
+    artifacts, benchmarks, skipped = produced
+    pipeline = ctx.pipeline
+    models = model_rows(ctx, artifacts, benchmarks)
+    verdicts = _verdicts(benchmarks, skipped, artifacts, ctx)
+    passed = _passed(gated_verdicts(verdicts, benchmarks, gated, skipped), strict)
+    config_text = config_text or pipeline.model_dump_json()
+    manifest = build_manifest(pipeline, hashlib.sha256(config_text.encode()).hexdigest(),
+                              artifacts[0].sha256, ctx.targets)
+    report = build_report(pipeline, manifest, artifacts, benchmarks, verdicts, models,
+                          gated=gated, passed=passed, strict=strict, skipped=skipped,
+                          cleanup_warnings=ctx.cleanup_warnings)
+    write_reports(ctx.run_dir, report)
+    return Result(ctx.run_dir, artifacts, benchmarks, verdicts, passed, report)
+
+
 def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = False,
                  quiet: bool = False, config_text: str | None = None) -> Result:
     targets, gated = resolve_targets(pipeline)
@@ -239,33 +271,22 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
         created_run_dir = not run_dir.exists()
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
+            lock = RunLock(run_dir)
+            lock.acquire(progress.note)
         except BaseException:
             close_hosts(ctx.hosts)
             raise
-        for stale in run_dir.glob(".*.partial"):  # left by a killed run: never trusted
-            shutil.rmtree(stale, ignore_errors=True)
+        crash.set_run_dir(run_dir)  # kept after a failure: the CLI logs a crash there
         try:
-            artifacts, consumed, bench_stage, by_key = _run_stages(ctx, force)
-            chosen = bench_stage[1].artifacts if bench_stage else None
-            picked = _candidates(artifacts, consumed, chosen)
-            baselines = _baselines(ctx, picked, by_key, force) if bench_stage else []
-            # after the source, which they stand for: the stages' own artifacts stay last
-            artifacts[1:1] = [b for b in baselines if b not in artifacts]
-            benchmarks, skipped = _benchmark(ctx, bench_stage, _with_baselines(baselines, picked))
+            produced = _produce(ctx, force)
+            result = _report(ctx, produced, gated, strict, config_text)
+            crash.set_run_dir(None)
+            return result
         except BaseException:  # an error, a bug or Ctrl-C: no report from this run
             _drop_empty_run_dir(ctx, created_run_dir)
             # no report will carry them: what a device kept is said now
             for warning in ctx.cleanup_warnings + close_hosts(ctx.hosts):
                 progress.note(f"warning: {warning}")
             raise
-        models = model_rows(ctx, artifacts, benchmarks)
-        verdicts = _verdicts(benchmarks, skipped, artifacts, ctx)
-        passed = _passed(gated_verdicts(verdicts, benchmarks, gated, skipped), strict)
-        config_text = config_text or pipeline.model_dump_json()
-        manifest = build_manifest(pipeline, hashlib.sha256(config_text.encode()).hexdigest(),
-                                  artifacts[0].sha256, targets)
-        report = build_report(pipeline, manifest, artifacts, benchmarks, verdicts, models,
-                              gated=gated, passed=passed, strict=strict, skipped=skipped,
-                              cleanup_warnings=ctx.cleanup_warnings)
-        write_reports(run_dir, report)
-    return Result(run_dir, artifacts, benchmarks, verdicts, passed, report)
+        finally:
+            lock.release()

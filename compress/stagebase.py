@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 class Strict(BaseModel):
     # A typo in YAML must be an error, never a silently ignored key.
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class StageConfig(Strict):

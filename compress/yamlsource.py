@@ -25,20 +25,19 @@ def _walk(node, path: tuple, lines: dict) -> None:
 
 
 def load_yaml_with_lines(path: str | Path) -> tuple[object, dict]:
-    """Return (data, {path tuple: line number})."""
+    """Return (data, {path tuple: line number}); the file read as profiles.yamlread
+    reads it (UTF-8, bounded, no duplicate keys)."""
+    from profiles.yamlread import YamlProblem, load
     path = Path(path)
     if not path.is_file():
         raise ConfigError("file not found. Give the path of a pipeline YAML "
                           "(see examples/quickstart/pipeline.yaml)", file=str(path))
-    text = path.read_text()
     try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc)
-        raise ConfigError(f"not valid YAML: {problem}", file=str(path),
-                          line=mark.line + 1 if mark else None) from None
+        data, node = load(path)
+    except YamlProblem as exc:
+        raise ConfigError(str(exc), file=str(path), line=exc.line) from None
+    except OSError as exc:
+        raise ConfigError(f"cannot read it: {exc.strerror}", file=str(path)) from None
     lines: dict = {}
     if node is not None:
         _walk(node, (), lines)

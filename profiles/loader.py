@@ -4,10 +4,10 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import yaml
 from pydantic import ValidationError
 
 from profiles.schema import Profile
+from profiles.yamlread import YamlProblem, load
 
 BUILTIN_DIR = Path(__file__).parent
 
@@ -40,9 +40,12 @@ def _resolve(name_or_path: str, base_dir: str | None) -> Path:
 def load_profile(name_or_path: str, base_dir: str | None = None) -> Profile:
     path = _resolve(name_or_path, base_dir)
     try:
-        raw = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        raise ProfileError(f"{path}: not valid YAML: {exc}") from None
+        raw, _ = load(path)
+    except YamlProblem as exc:
+        where = f"{path}:{exc.line}" if exc.line else str(path)
+        raise ProfileError(f"{where}: {exc}") from None
+    except OSError as exc:
+        raise ProfileError(f"{path}: cannot read it: {exc.strerror}") from None
     if not isinstance(raw, dict):
         raise ProfileError(f"{path}: a profile must be a mapping with name, device, budget")
     try:

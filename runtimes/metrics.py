@@ -20,7 +20,8 @@ from typing import Sequence
 
 import numpy as np
 
-FIDELITY_KEYS = ("top1_agreement", "cosine", "sqnr_db", "mean_abs_error", "max_abs_error")
+FIDELITY_KEYS = ("top1_agreement", "cosine", "sqnr_db", "mean_abs_error", "max_abs_error",
+                 "non_finite_values")
 # Higher is better for these; the drop a budget checks is baseline - value.
 PRIMARY_KEYS = ("top1_agreement", "cosine", "pair_spearman")
 SQNR_CAP_DB = 200.0   # identical outputs; float32 round-off alone stays far below it
@@ -62,12 +63,16 @@ def output_fidelity(outputs: Sequence, references: Sequence) -> dict:
     """One output over all feeds: the arrays of each feed, and their references."""
     cosines, agree, rows = [], 0, 0
     signal = noise = abs_sum = 0.0
-    count, largest = 0, 0.0
+    count, largest, broken = 0, 0.0, 0
     for out, ref in zip(outputs, references):
         if np.shape(out) != np.shape(ref):
             raise ValueError(f"an output has shape {np.shape(out)} where the reference has "
                              f"{np.shape(ref)}")
         out, ref = _rows(out), _rows(ref)
+        # NaN or infinity (fp16 overflow, a broken kernel) is counted and scored as 0: the
+        # figures stay numbers, and the count says they are not to be trusted
+        broken += int(out.size - np.isfinite(out).sum())
+        out = np.nan_to_num(out, nan=0.0, posinf=0.0, neginf=0.0)
         cosines.append(_row_cosines(out, ref))
         if out.shape[1]:
             agree += int((out.argmax(axis=1) == ref.argmax(axis=1)).sum())
@@ -79,7 +84,8 @@ def output_fidelity(outputs: Sequence, references: Sequence) -> dict:
     return {"top1_agreement": agree / rows if rows else 1.0,
             "cosine": float(np.concatenate(cosines).mean()) if cosines else 1.0,
             "sqnr_db": _sqnr_db(signal, noise),
-            "mean_abs_error": abs_sum / count if count else 0.0, "max_abs_error": largest}
+            "mean_abs_error": abs_sum / count if count else 0.0, "max_abs_error": largest,
+            "non_finite_values": broken}
 
 
 def feed_fidelity(outputs: Sequence[Sequence], references: Sequence[Sequence],
@@ -96,7 +102,8 @@ def feed_fidelity(outputs: Sequence[Sequence], references: Sequence[Sequence],
                "cosine": min((w["cosine"] for w in worst), default=1.0),
                "sqnr_db": min((w["sqnr_db"] for w in worst), default=SQNR_CAP_DB),
                "mean_abs_error": max((w["mean_abs_error"] for w in worst), default=0.0),
-               "max_abs_error": max((w["max_abs_error"] for w in worst), default=0.0)}
+               "max_abs_error": max((w["max_abs_error"] for w in worst), default=0.0),
+               "non_finite_values": sum(w["non_finite_values"] for w in worst)}
     return {**overall, "outputs": per_output}
 
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 import io
 import json
 import math
+import os
 import shlex
+import subprocess
 import tarfile
 import time
 import uuid
@@ -30,6 +32,9 @@ _NEEDS = {"numpy": ("numpy",), "onnxruntime": ("onnxruntime",),
           "litert": ("ai_edge_litert", "tflite_runtime")}
 _PIP_NAME = {"numpy": "numpy", "onnxruntime": "onnxruntime", "litert": "ai-edge-litert"}
 MIN_PYTHON = (3, 10)
+# A killed run's folder on the device is removed by the next run once it is this old
+# (seconds; a live run locks its folder within seconds of making it). Tests shorten it.
+STALE_ENV = "EDGE_COMPRESS_REMOTE_STALE_S"
 DISK_MARGIN_BYTES = 32 * 2**20
 
 # Runs on the device with its own Python, stdlib only (and syntax old Pythons parse, so
@@ -41,7 +46,7 @@ import importlib.util, json, os, platform, shutil, sys
 ask = json.loads(sys.argv[1])
 missing = [need for need, modules in ask["needs"].items()
            if not any(importlib.util.find_spec(m) for m in modules)]
-tools = [t for t in ("tar", "timeout", "env") if shutil.which(t) is None]
+tools = [t for t in ("tar", "timeout", "env", "setsid") if shutil.which(t) is None]
 workdir = os.path.abspath(os.path.expanduser(ask["workdir"]))
 try:
     free = shutil.disk_usage(workdir).free
@@ -50,11 +55,38 @@ except OSError:
 out = {"python": list(sys.version_info[:3]), "executable": sys.executable,
        "arch": platform.machine(), "cores": os.cpu_count(), "missing": missing,
        "missing_tools": tools, "workdir": workdir, "free_bytes": free, "dir": None}
+def sweep(workdir):
+    # folders of runs that were killed: their lock is free (its holder died with the run
+    # that made it) and they are older than a minute (a new one is locked within seconds)
+    import fcntl, glob, signal, time
+    swept = []
+    for folder in glob.glob(os.path.join(workdir, "edge-compress-*")):
+        lock = os.path.join(folder, ".lock")
+        if not os.path.isfile(lock) or time.time() - os.path.getmtime(folder) < ask["stale_s"]:
+            continue
+        try:
+            with open(lock, "a") as held:
+                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except (OSError, IOError):
+            continue
+        try:
+            os.killpg(int(open(os.path.join(folder, ".pid")).read()), signal.SIGTERM)
+        except (OSError, IOError, ValueError):
+            pass
+        shutil.rmtree(folder, ignore_errors=True)
+        swept.append(os.path.basename(folder))
+    return swept
 if ask["create"] and not missing and not tools and free is not None and free >= ask["bytes"]:
+    out["swept"] = sweep(workdir)
     out["dir"] = os.path.join(workdir, ask["create"])
     os.mkdir(out["dir"], 0o700)
 print(json.dumps(out))
 """
+
+# Runs on the device for as long as the run that made the folder lives: holds the
+# folder's lock until its stdin (this side's pipe) closes, also when this side is killed.
+_HOLD = ("import fcntl, sys\nheld = open(sys.argv[1] + '/.lock', 'a')\n"
+         "fcntl.flock(held, fcntl.LOCK_EX)\nsys.stdin.read()\n")
 
 
 @dataclass(frozen=True)
@@ -104,6 +136,8 @@ class RemoteHost:
         self.facts: dict = {}
         self.directory: str | None = None
         self.closed = False
+        self.swept: list[str] = []    # folders of killed runs removed on the device
+        self._holder = None           # the ssh session holding the folder's lock
 
     def _missing_message(self, missing: list[str]) -> str:
         py = self.facts.get("executable") or self.spec.python
@@ -123,7 +157,8 @@ class RemoteHost:
 
     def _probe(self, engines: tuple[str, ...], create: str | None, size: int) -> dict:
         ask = {"needs": {need: _NEEDS[need] for need in ("numpy", *engines)},
-               "workdir": self.spec.workdir, "create": create, "bytes": size}
+               "workdir": self.spec.workdir, "create": create, "bytes": size,
+               "stale_s": float(os.environ.get(STALE_ENV, 60))}
         line = f"{self._python()} -c {shlex.quote(_PROBE)} {shlex.quote(json.dumps(ask))}"
         proc = self.connection.run(line, timeout=self.spec.ssh.connect_timeout_s + 60)
         if proc.returncode == 127:
@@ -172,11 +207,30 @@ class RemoteHost:
         name = f"edge-compress-{uuid.uuid4().hex[:12]}"
         # Known before it exists: close() removes it even if the probe's answer is lost.
         self.directory = str(PurePosixPath(self.facts["workdir"]) / name)
-        self._probe(engines, create=name, size=len(payload) + DISK_MARGIN_BYTES)
+        facts = self._probe(engines, create=name, size=len(payload) + DISK_MARGIN_BYTES)
+        self.swept = facts.get("swept") or []
+        self._hold_directory()
         start = time.perf_counter()
         self._upload(payload)
         self.times.copy_s = time.perf_counter() - start
         self.times.copied_bytes = len(payload)
+
+    def _hold_directory(self) -> None:
+        """Lock the folder for this run's life (see _HOLD and the probe's sweep)."""
+        line = f"{self._python()} -c {shlex.quote(_HOLD)} {shlex.quote(self.directory)}"
+        self._holder = subprocess.Popen(self.connection.command(line), stdin=subprocess.PIPE,
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def _release_directory(self) -> None:
+        holder, self._holder = self._holder, None
+        if holder is None:
+            return
+        holder.stdin.close()
+        try:
+            holder.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            holder.kill()
+            holder.wait()
 
     def _upload(self, payload: bytes) -> None:
         # at least 1 MiB/s, whatever the link: a stalled copy fails instead of hanging
@@ -207,10 +261,14 @@ class RemoteHost:
         runner = [self.facts["executable"], "-m", "runtimes", "bench", *runner_args]
         quoted = " ".join(shlex.quote(arg) for arg in runner)
         folder = shlex.quote(self.directory)
-        line = (f"cd {folder} && PYTHONPATH={shlex.quote(self.path('runner'))}"
-                f"${{PYTHONPATH:+:$PYTHONPATH}} timeout -k 5 {math.ceil(timeout_s)} {quoted} "
-                f"</dev/null & echo $! > {folder}/.pid; wait $!; rc=$?; "
-                f"echo \"@exit $rc\" >&2; exit $rc")
+        # In a session of its own (setsid), the runner's first process writes its pid,
+        # which is then its process group's: close() and the next run's sweep stop the
+        # whole group by it. `setsid -w` waits and passes the exit status on.
+        inner = (f"echo $$ > {folder}/.pid; exec timeout -k 5 {math.ceil(timeout_s)} "
+                 f"{quoted}")
+        line = (f"cd {folder} && (PYTHONPATH={shlex.quote(self.path('runner'))}"
+                f"${{PYTHONPATH:+:$PYTHONPATH}} exec setsid -w sh -c {shlex.quote(inner)}) "
+                f"</dev/null & wait $!; rc=$?; echo \"@exit $rc\" >&2; exit $rc")
         return self.connection.command(line)
 
     def close(self) -> str | None:
@@ -220,6 +278,7 @@ class RemoteHost:
             return None
         self.closed = True
         warning = None
+        self._release_directory()
         if self.directory:
             start = time.perf_counter()
             folder = shlex.quote(self.directory)

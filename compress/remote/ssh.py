@@ -95,6 +95,24 @@ def _explain(stderr: str, settings: SshSettings) -> str:
     return f"ssh to {where} failed: {text[-500:] or 'no message'}"
 
 
+def check_identity(path: Path) -> None:
+    """The identity file is a private key: ssh would otherwise try it, fail, and the
+    device would seem to refuse the key."""
+    if not path.is_file():
+        raise RemoteError(f"identity file {path} does not exist; point `identity` at the "
+                          "private key the device accepts")
+    try:
+        head = path.read_bytes()[:4096]
+    except OSError as exc:
+        raise RemoteError(f"identity file {path} cannot be read: {exc.strerror}") from None
+    if head.startswith((b"ssh-", b"ecdsa-", b"sk-")):
+        raise RemoteError(f"identity file {path} is a public key; give the private key "
+                          f"(usually the same name without .pub)")
+    if b"-----BEGIN" not in head or b"PRIVATE KEY-----" not in head:
+        raise RemoteError(f"identity file {path} is not a private key (no '-----BEGIN ... "
+                          "PRIVATE KEY-----' block); point `identity` at the key file")
+
+
 class SshConnection:
     """`open()` starts the master connection; `run()` and `command()` go through it;
     `close()` ends it."""
@@ -103,9 +121,8 @@ class SshConnection:
         if not shutil.which("ssh"):
             raise RemoteError("remote targets need the OpenSSH client; install it "
                               "(apt-get install openssh-client)")
-        if settings.identity is not None and not settings.identity.is_file():
-            raise RemoteError(f"identity file {settings.identity} does not exist; point "
-                              "`identity` at the private key the device accepts")
+        if settings.identity is not None:
+            check_identity(settings.identity)
         if settings.known_hosts is not None and not settings.known_hosts.is_file() \
                 and not settings.accept_new_host_key:
             raise RemoteError(f"known_hosts file {settings.known_hosts} does not exist; "
@@ -153,7 +170,9 @@ class SshConnection:
         with tempfile.TemporaryFile() as log:
             try:
                 proc = subprocess.run(
-                    self._options(master=True) + ["-N", "-f", "-o", "ControlPersist=600",
+                    # idle for a minute, it ends: a run killed with -9 cannot close it, and
+                    # stage() opens it again after a long compression
+                    self._options(master=True) + ["-N", "-f", "-o", "ControlPersist=60",
                                                   self.settings.address.destination],
                     stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=log,
                     timeout=self.settings.connect_timeout_s + 30)

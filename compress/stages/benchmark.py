@@ -328,6 +328,9 @@ def _stage_on_hosts(jobs: list[Job], ctx, inputs, evaluation) -> dict:
         with ctx.progress.task(f"copy {len(indices)} models to {name} "
                                f"({host.spec.ssh.address})", None):
             host.stage(list(files.items()), engines)
+        if host.swept:
+            ctx.progress.note(f"target {name}: removed {len(host.swept)} folder(s) that killed "
+                              f"runs left there ({', '.join(host.swept)})")
         ctx.progress.note(f"target {name}: {host.times.copied_bytes / 2**20:.1f} MiB copied in "
                           f"{host.times.copy_s:.2f} s")
         there = {path: host.path(name) for path, name in files.items()}

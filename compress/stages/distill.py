@@ -109,7 +109,7 @@ def _call_factory(spec, kwargs: dict, ctx, what: str):
                if isinstance(spec, str) else spec)
     try:
         model = factory(**kwargs)
-    except Exception as exc:  # user code
+    except (Exception, SystemExit) as exc:  # user code (sys.exit too)
         raise ModelError(f"{what} '{spec}' raised {type(exc).__name__}: {exc}") from exc
     if not isinstance(model, torch.nn.Module):
         raise ModelError(f"{what} '{spec}' returned {type(model).__name__}, not a torch.nn.Module")

@@ -6,13 +6,25 @@ is the power in watts. A non-zero exit or output without a number is an error.
 """
 from __future__ import annotations
 
+import os
 import re
+import shlex
 import subprocess
 
 from runtimes.errors import RuntimeInputError
 from runtimes.power.base import Meter, MeterAbsent, MeterError
 
 NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
+
+
+def command_name(command: str) -> str:
+    """The program a command runs, without its arguments: those may carry a token, and the
+    name goes into reports and messages."""
+    try:
+        words = shlex.split(command)
+    except ValueError:
+        words = command.split()
+    return os.path.basename(words[0]) if words else "?"
 
 
 def last_number(text: str) -> float | None:
@@ -30,7 +42,8 @@ class CommandMeter(Meter):
             raise RuntimeInputError("meter 'command' needs the command that prints watts: "
                                     "give it with --meter-command (meter_command)")
         self.command, self.timeout = command, timeout
-        self.detail = f"command `{command}` (last number on stdout, W)"
+        self.label = command_name(command)
+        self.detail = f"command `{self.label}` (last number on stdout, W)"
         try:
             self.read()
         except MeterError as exc:
@@ -42,13 +55,13 @@ class CommandMeter(Meter):
             done = subprocess.run(self.command, shell=True, capture_output=True, text=True,
                                   timeout=self.timeout)
         except subprocess.TimeoutExpired:
-            raise MeterError(f"the meter command `{self.command}` took over "
+            raise MeterError(f"the meter command `{self.label}` took over "
                              f"{self.timeout:g} s") from None
         if done.returncode != 0:
-            raise MeterError(f"the meter command `{self.command}` exited {done.returncode}"
+            raise MeterError(f"the meter command `{self.label}` exited {done.returncode}"
                              f": {(done.stderr or done.stdout).strip()[-200:]}")
         watts = last_number(done.stdout)
         if watts is None:
-            raise MeterError(f"the meter command `{self.command}` printed no number "
+            raise MeterError(f"the meter command `{self.label}` printed no number "
                              f"({done.stdout.strip()[-200:]!r})")
         return watts

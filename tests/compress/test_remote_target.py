@@ -213,3 +213,55 @@ def test_a_second_connect_keeps_the_one_master(sshd):
     left = subprocess.run(["pgrep", "-f", f"ControlPath={connection._control_path}"],
                           capture_output=True, text=True).stdout.split()
     assert left == []
+
+
+def _runner_pids(workdir) -> list[int]:
+    pids = []
+    for pid_file in workdir.glob("edge-compress-*/.pid"):
+        try:
+            pids.append(int(pid_file.read_text()))
+        except ValueError:
+            pass
+    return pids
+
+
+def _alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def test_a_run_killed_during_the_benchmark_is_cleaned_by_the_next(project, sshd, workdir):
+    """kill -9 while the device measures: the device keeps the folder and the runner, until
+    the next run to that device removes both (once the folder is stale: 1 s here)."""
+    slow = [{"type": "export.onnx"},
+            {"type": "benchmark", "warmup": 2, "runs": 10**6, "min_seconds": 120, "rounds": 1}]
+    path = write_pipeline(project, pipeline_dict(targets=[remote_target(sshd, workdir)],
+                                                 stages=slow))
+    killed = subprocess.Popen([sys.executable, "-m", "compress", "run", str(path), "--quiet"],
+                              cwd=project, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not _runner_pids(workdir) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    runners = _runner_pids(workdir)
+    assert runners, "the runner never started on the device"
+    killed.kill()
+    killed.wait()
+    left = [p.name for p in workdir.iterdir()]
+    assert left and _alive(runners[0])  # what the killed run could not clean up
+    time.sleep(1.5)
+    env = {**os.environ, "EDGE_COMPRESS_REMOTE_STALE_S": "1"}
+    fast = [{"type": "export.onnx"}, {"type": "benchmark", "warmup": 1, "runs": 4, "rounds": 1}]
+    path = write_pipeline(project, pipeline_dict(targets=[remote_target(sshd, workdir)],
+                                                 stages=fast, name="next"))
+    child = subprocess.run([sys.executable, "-m", "compress", "run", str(path)], cwd=project,
+                           capture_output=True, text=True, env=env, timeout=300)
+    assert child.returncode == 0, child.stderr
+    assert "removed 1 folder(s) that killed runs left there" in child.stderr + child.stdout
+    assert list(workdir.iterdir()) == []   # the old folder and this run's own
+    deadline = time.monotonic() + 10
+    while _alive(runners[0]) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not _alive(runners[0])
