@@ -113,6 +113,24 @@ def check_identity(path: Path) -> None:
                           "PRIVATE KEY-----' block); point `identity` at the key file")
 
 
+def _sweep_control_dirs(min_age_s: float = 120) -> None:
+    """Remove control folders of runs that were killed (kill -9 skips close()): their
+    master socket no longer answers, or was never made."""
+    import glob
+    import socket
+    import time
+    for folder in glob.glob("/tmp/ec-ssh-*"):
+        try:
+            if time.time() - os.path.getmtime(folder) < min_age_s:
+                continue
+            with socket.socket(socket.AF_UNIX) as probe:
+                probe.connect(os.path.join(folder, "master"))
+        except (ConnectionRefusedError, FileNotFoundError):
+            shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            continue
+
+
 class SshConnection:
     """`open()` starts the master connection; `run()` and `command()` go through it;
     `close()` ends it."""
@@ -130,6 +148,7 @@ class SshConnection:
                               "accept_new_host_key: true")
         self.settings = settings
         # In /tmp, not $TMPDIR: a unix socket path must stay under ~100 characters.
+        _sweep_control_dirs()
         self._control_dir = tempfile.mkdtemp(prefix="ec-ssh-", dir="/tmp")
         self._control_path = f"{self._control_dir}/master"
 
