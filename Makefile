@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-emulated accelerator-envs openvino-env qnn-env gpu-env efficientnet-gpu setup clean efficientnet prune-distill minilm tflite accuracy-aware \
-	runner-overhead ssh-loopback conformance
+	runner-overhead ssh-loopback conformance memory
 
 setup: $(STAMP)
 
@@ -106,6 +106,10 @@ examples/conformance/stateful/gru_step.onnx: $(STAMP) examples/conformance/state
 # writes docs/conformance.md and .json; exit 1 if the pipeline is less faithful anywhere
 conformance: $(CORPUS_STAMP) examples/conformance/stateful/gru_step.onnx
 	$(PY) examples/conformance/run.py
+
+# peak memory of `compress run` on a 1 GB MatMul/Gemm model, per scheme (docs/memory.md)
+memory: $(STAMP)
+	$(PY) examples/large_model/memory.py
 
 clean:
 	rm -rf runs nc_workspace .pytest_cache

@@ -43,6 +43,23 @@ class Output:
     meta: dict = field(default_factory=dict)
 
 
+def artifact_files(path: Path) -> list[Path]:
+    """The files of an artifact: the model, and for an ONNX model of 2 GiB or more (which
+    protobuf cannot hold in one file) its weights beside it as <name>.data."""
+    data = Path(path).with_name(Path(path).name + ".data")
+    return [Path(path), data] if data.is_file() else [Path(path)]
+
+
+def sha256_artifact(path: Path) -> str:
+    """sha256 over every file of the artifact (for one file, that file's sha256)."""
+    h = hashlib.sha256()
+    for part in artifact_files(path):
+        with open(part, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+    return h.hexdigest()
+
+
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as fh:
@@ -78,7 +95,7 @@ class StageDir:
         artifacts = [Artifact(**a) for a in record["artifacts"]]
         for artifact in artifacts:
             path = self.run_dir / artifact.path
-            if not path.is_file() or sha256_file(path) != artifact.sha256:
+            if not path.is_file() or sha256_artifact(path) != artifact.sha256:
                 return None
         return artifacts
 
@@ -100,8 +117,8 @@ class StageDir:
             artifacts.append(Artifact(
                 id=artifact_id, format=out.format, precision=out.precision, stage=stage,
                 parent=parent, path=str(Path(self.slug) / rel_inside),
-                size_bytes=os.path.getsize(out.path), sha256=sha256_file(Path(out.path)),
-                meta=out.meta))
+                size_bytes=sum(os.path.getsize(p) for p in artifact_files(out.path)),
+                sha256=sha256_artifact(Path(out.path)), meta=out.meta))
         write_json_atomic(self.tmp / STAGE_RECORD, {
             "key": key, "stage": stage, "config": config,
             "artifacts": [a.to_dict() for a in artifacts]})

@@ -42,7 +42,7 @@ def build_torch_model(pipeline):
     build = source_factory(pipeline)
     try:
         model = build()
-    except Exception as exc:  # user code
+    except (Exception, SystemExit) as exc:  # user code (sys.exit too)
         raise ModelError(f"model.torch.factory {label} raised "
                          f"{type(exc).__name__}: {_first_line(exc)}") from exc
     if not isinstance(model, torch.nn.Module):
@@ -97,20 +97,39 @@ def onnx_graph(pipeline):
         path = pipeline.resolve(source)
         if not path.is_file():
             raise ModelError(f"model.onnx: file not found: {path}")
-        from compress.onnx_compat import load_onnx
+        # the graph without its weights' data (a 1 GB model took 2.1 GB here loaded whole)
+        from compress.onnx_compat import read_graph
         try:
-            model = load_onnx(path)
+            header = read_graph(path)
         except ModelError as exc:
             raise ModelError(f"model.onnx: {exc}") from None
+        model = header.model
+    checked = (_weights_as_inputs(header) if isinstance(source, str)
+               else model if model.ByteSize() < 2**31 - 1 else str(pipeline.resolve(source)))
     try:
-        onnx.checker.check_model(model if model.ByteSize() < 2**31 - 1
-                                 else str(pipeline.resolve(source)))
+        onnx.checker.check_model(checked)
     except Exception as exc:
         from compress.onnx_compat import opset_of
         raise ModelError(f"model.onnx (opset {opset_of(model)}): the ONNX checker refuses it: "
                          f"{_first_line(exc)}. Re-export it with an op set the model's opset "
                          "has, or a newer opset") from None
     return model.graph
+
+
+def _weights_as_inputs(header):
+    """The header's model with the weights whose data it left out as graph inputs (same
+    type and shape): what the checker checks of a graph, without the weights' bytes."""
+    import onnx
+    model = onnx.ModelProto()
+    model.CopyFrom(header.model)
+    graph, inputs = model.graph, {i.name for i in model.graph.input}
+    stubs = [t for t in graph.initializer if t.name in header.spans]
+    kept = [t for t in graph.initializer if t.name not in header.spans]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)
+    graph.input.extend(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+                       for t in stubs if t.name not in inputs)
+    return model
 
 
 def check_tflite_file(path: Path) -> dict:
@@ -188,8 +207,12 @@ def source_digest(pipeline) -> str:
     h = hashlib.sha256(str([d.model_dump() for d in model.inputs or ()]).encode())
     if model.onnx is not None or model.tflite is not None:
         source = model.onnx if model.onnx is not None else model.tflite
-        h.update((sha256_file(pipeline.resolve(source)) if isinstance(source, str)
-                  else object_digest(source)).encode())
+        if not isinstance(source, str):
+            h.update(object_digest(source).encode())
+            return h.hexdigest()
+        path = pipeline.resolve(source)
+        for part in [path, *(_external_files(path) if model.onnx is not None else [])]:
+            h.update(sha256_file(part).encode())  # weights in a data file count too
         return h.hexdigest()
     spec = model.torch
     if spec.module is not None:
@@ -202,15 +225,25 @@ def source_digest(pipeline) -> str:
     return h.hexdigest()
 
 
+def _external_files(path: Path) -> list[Path]:
+    """The external data files an ONNX model names, in a stable order."""
+    from compress.onnx_compat import read_graph
+    header = read_graph(path)
+    return sorted({span.path for span in header.spans.values() if span.path != header.path})
+
+
 def write_source(pipeline, model, out_dir: Path) -> Output:
     """Keep a copy of the source model in the run directory (self-contained runs); an
     ONNX model is written as one file, its external data inlined."""
     spec = pipeline.model
     if spec.onnx is not None:
-        from compress.onnx_compat import load_onnx, opset_of, save_onnx
+        from compress.onnx_compat import copy_onnx, opset_of, save_onnx
         target = out_dir / "model.onnx"
-        proto = load_onnx(pipeline.resolve(spec.onnx)) if isinstance(spec.onnx, str) else spec.onnx
-        save_onnx(proto, target)
+        if isinstance(spec.onnx, str):
+            proto = copy_onnx(pipeline.resolve(spec.onnx), target)
+        else:
+            proto = spec.onnx
+            save_onnx(proto, target)
         return Output(target, "onnx", onnx_precision(proto), {
             "opset": opset_of(proto), "producer": proto.producer_name or None})
     if spec.tflite:

@@ -78,6 +78,50 @@ def load_onnx(path) -> onnx.ModelProto:
     return model
 
 
+def read_graph(path):
+    """The model at `path` without its large weights' data, and where those lie
+    (compress.quant.onnx_file.Header), read without loading them; a ModelError for a
+    file that is not ONNX or external data that is missing, short or outside its folder."""
+    require("onnx", "reading an ONNX model")
+    from compress.quant.onnx_file import read_header
+    path = Path(path)
+    if not path.is_file():
+        raise ModelError(f"ONNX model not found: {path}")
+    try:
+        header = read_header(path)
+    except Exception:  # noqa: BLE001 - not protobuf: parse_header says so plainly
+        parse_header(path)
+        # onnx parses what the wire-format reader could not walk: read it whole instead
+        from compress.quant.onnx_file import Header
+        return Header(load_onnx(path), {}, path.resolve())
+    if any(span.path != header.path for span in header.spans.values()):
+        problem = external_problem(parse_header(path), path)  # a small file: data is apart
+        if problem:
+            raise ModelError(problem)
+    folder = path.parent.resolve()
+    outside = [s.path for s in header.spans.values()
+               if not s.path.resolve().is_relative_to(folder)]
+    if outside:
+        raise ModelError(f"cannot read the external data of {path}: {outside[0]} is outside "
+                         "the model's folder. Keep the data files the model names in its "
+                         "own folder")
+    return header
+
+
+def copy_onnx(path, target) -> onnx.ModelProto:
+    """The ONNX file at `path` (external data and all) written to `target` as save_onnx
+    writes it once load_onnx has read it (under 2 GiB byte for byte the same file), one
+    tensor at a time: the weights are never all in memory (a 1 GB model took 2.1 GB
+    loaded and saved whole). Returns the model without its large weights' data."""
+    from compress.quant.onnx_file import write_model
+    header = read_graph(path)
+    try:
+        write_model(header.model, header.spans, target)
+    except OSError as exc:
+        raise ModelError(f"cannot write the ONNX model to {target}: {_one_line(exc)}") from None
+    return header.model
+
+
 def save_onnx(model: onnx.ModelProto, path) -> None:
     """One self-contained file under 2 GiB; above, the weights go to `<name>.data` beside it
     (named relatively: the .onnx may be renamed, the .data may not). A failure leaves

@@ -179,6 +179,13 @@ def _open(model: str, engine: str, opts: BenchOptions):
                 providers=list(opts.providers) or None)
 
 
+def _size(model: str) -> int:
+    """The model's bytes, with its weights file beside it (<name>.data, as the pipeline
+    writes an ONNX model of 2 GiB or more)."""
+    data = model + ".data"
+    return os.path.getsize(model) + (os.path.getsize(data) if os.path.isfile(data) else 0)
+
+
 def _timed(model: str, engine: str, raw: dict | None, opts: BenchOptions, meter):
     """(timing, engine description) of the first feed (random inputs without a file)."""
     session = _open(model, engine, opts)
@@ -227,7 +234,7 @@ def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str |
     if not opts.samples:
         timing.pop("latency_samples_ms")
     return {
-        "model": model, "size_bytes": os.path.getsize(model), "runtime": engine_info,
+        "model": model, "size_bytes": _size(model), "runtime": engine_info,
         "measured_on": _measured_on(engine_info), **timing,
         "idle_rss_mb": idle_rss, "model_rss_mb": timing["peak_rss_mb"] - idle_rss,
         **_energy_fields(energy, meter_note),

@@ -58,6 +58,14 @@ def gemm_to_matmul(model) -> int:
     return rewritten
 
 
+def no_weights_error(nodes) -> ModelError:
+    ops = sorted({n.op_type for n in nodes})
+    return ModelError("int4-weight-only quantizes the weights of MatMul/Gemm layers (and "
+                      f"embeddings), and this model has none with constant weights (its "
+                      f"ops: {', '.join(ops[:12])}). For convolutional models use "
+                      "`scheme: int8-static`")
+
+
 def quantize_int4(source: Path, target: Path, config, exclude: tuple = ()) -> dict:
     import onnx
     model = onnx.load(str(source))
@@ -65,13 +73,12 @@ def quantize_int4(source: Path, target: Path, config, exclude: tuple = ()) -> di
     with_weights = [n for n in model.graph.node
                     if n.op_type in QUANTIZABLE and len(n.input) > 1 and n.input[1] in weights]
     if not with_weights:
-        ops = sorted({n.op_type for n in model.graph.node})
-        raise ModelError("int4-weight-only quantizes the weights of MatMul/Gemm layers (and "
-                         f"embeddings), and this model has none with constant weights (its "
-                         f"ops: {', '.join(ops[:12])}). For convolutional models use "
-                         "`scheme: int8-static`")
+        raise no_weights_error(model.graph.node)
     rewritten = gemm_to_matmul(model)
     op_types = ("MatMul", "Gather") if config.embeddings_quantized else ("MatMul",)
+    # a Gemm kept in float is named so in the rewritten graph too (its MatMul: <name>_matmul)
+    exclude = tuple(exclude) + tuple(f"{name}_matmul" for name in
+                                     (*config.exclude_nodes, *exclude))
     _nbits(model, target, config, op_types, config.algorithm, exclude)
     return {"algorithm": config.algorithm, "block_size": config.block_size,
             "embeddings_quantized": config.embeddings_quantized,
@@ -93,11 +100,12 @@ def weight_precision(float_path: Path | None, quantized_path: Path,
     scales and zero points included, over the float model's parameter count) and the
     tensors that stayed in float. `parameters` replaces the float model's count when
     there is no float ONNX model (a torch model quantized by neural-compressor)."""
-    import onnx
     from onnx import TensorProto
 
     def initializers(path):
-        return onnx.load(str(path)).graph.initializer
+        # dims and types only: the weights' bytes stay in the file
+        from compress.quant.onnx_file import header_model
+        return header_model(path).graph.initializer
 
     if parameters is None:
         parameters = sum(int(np.prod(i.dims)) for i in initializers(float_path)

@@ -24,8 +24,10 @@ CONV_DYNAMIC_WARNING = (
 
 
 def op_histogram(path: Path) -> Counter:
-    onnx = require("onnx", "quantize")
-    return Counter(node.op_type for node in onnx.load(str(path), load_external_data=False).graph.node)
+    require("onnx", "quantize")
+    # the graph alone: onnx.load reads inline weights too (1 GB for a 1 GB model)
+    from compress.quant.onnx_file import header_model
+    return Counter(node.op_type for node in header_model(path).graph.node)
 
 
 def preprocess(source: Path, out_dir: Path, ctx) -> Path:
@@ -216,13 +218,18 @@ def _entropy_ranges(source: Path, reader: _Reader, config, cache: Path) -> None:
     save_tensors_data(ranges, cache)
 
 
-def quantize_dynamic_int8(source: Path, target: Path, config, ops: Counter,
-                          exclude: tuple = ()) -> dict:
-    from onnxruntime.quantization import QuantType, quantize_dynamic
+def refuse_convolutional(ops: Counter, config) -> None:
+    """int8-dynamic on a model of mostly Conv layers needs `force: true`."""
     convs, matmuls = ops["Conv"], ops["MatMul"] + ops["Gemm"]
     if convs and convs >= matmuls and not config.force:
         raise ModelError(f"this model has {convs} Conv and {matmuls} MatMul/Gemm nodes. "
                          + CONV_DYNAMIC_WARNING)
+
+
+def quantize_dynamic_int8(source: Path, target: Path, config, ops: Counter,
+                          exclude: tuple = ()) -> dict:
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+    refuse_convolutional(ops, config)
     quantize_dynamic(str(source), str(target), per_channel=config.per_channel,
                      reduce_range=config.reduce_range, weight_type=QuantType.QInt8,
                      extra_options={"MatMulConstBOnly": not config.activation_matmuls},

@@ -22,6 +22,7 @@ from typing import Literal, Optional
 
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 
+from compress.artifacts import artifact_files
 from compress.bench_inputs import custom_score, outputs_path, write_inputs
 from compress.errors import ModelError, RemoteError
 from compress.stagebase import StageConfig, register
@@ -321,8 +322,10 @@ def _stage_on_hosts(jobs: list[Job], ctx, inputs, evaluation) -> dict:
             by_host.setdefault(job.target, []).append(index)
     for name, indices in by_host.items():
         host = ctx.hosts[name]
-        files = {ctx.path(jobs[i].artifact): f"models/{jobs[i].artifact.id}"
-                 f"{ctx.path(jobs[i].artifact).suffix}" for i in indices}
+        # one folder per artifact, with its weights file where it has one (names kept:
+        # an ONNX model refers to its external data by name)
+        files = {part: f"models/{jobs[i].artifact.id}/{part.name}" for i in indices
+                 for part in artifact_files(ctx.path(jobs[i].artifact))}
         files.update({path: f"inputs/{path.name}" for path in (inputs, evaluation) if path})
         engines = tuple(sorted({ENGINE_OF_FORMAT[jobs[i].artifact.format] for i in indices}))
         with ctx.progress.task(f"copy {len(indices)} models to {name} "

@@ -227,9 +227,18 @@ class Quantize(StageConfig):
         return self.model_copy(update={"max_drop": min(budgets.values())})
 
 
-def _quantizer(config: Quantize, source: Path, ops, ctx):
+def _quantizer(config: Quantize, source: Path, ops, ctx, header=None):
     """One function for every scheme: (nodes kept in float, target path) -> meta. Calls
-    for int8-static share one calibration (the file is removed by the caller)."""
+    for int8-static share one calibration (the file is removed by the caller). With the
+    header of a large model, its weights are quantized tensor by tensor."""
+    if header is not None:
+        from compress.quant.streamed import quantize_streamed
+        if config.scheme == "int8-dynamic":
+            from compress.quant.ort_int8 import refuse_convolutional
+            refuse_convolutional(ops, config)
+        ranges = {}  # int8-static: calibrated once for every call
+        return lambda exclude, target: quantize_streamed(header, target, config, ctx, exclude,
+                                                         ranges)
     if config.scheme == "int8-static":
         ranges = ctx.out_dir / "calibration_ranges.json"
         return lambda exclude, target: quantize_static_qdq(source, target, config, ctx, exclude,
@@ -260,10 +269,11 @@ def _torch_module(node) -> Optional[str]:
 
 def _accuracy_aware(quantize_one, source: Path, target: Path, config: Quantize, ctx) -> dict:
     from compress.quant.accuracy_aware import keep, search
+    from compress.quant.onnx_file import header_model
 
-    onnx = require("onnx", "quantize")
+    require("onnx", "quantize")
     kinds = SEARCHABLE[config.scheme]
-    graph = onnx.load(str(source), load_external_data=False).graph
+    graph = header_model(source).graph  # the graph alone: the weights stay on disk
     weights = {init.name for init in graph.initializer}
     # only layers with a constant weight: a MatMul of two activations (attention) is
     # never quantized by these schemes, so keeping it in float changes nothing
@@ -345,16 +355,21 @@ def run(artifact, config: Quantize, ctx) -> list[Output]:
 
 def _onnx(source: Path, config: Quantize, ctx) -> list[Output]:
     """onnxruntime's quantizers on an ONNX file, prepared first (opset, static shapes,
-    quant_pre_process) as the scheme needs."""
+    quant_pre_process) as the scheme needs; a large model tensor by tensor instead
+    (compress/quant/streamed.py), its graph prepared in memory."""
     require("onnxruntime.quantization", "quantize")
+    from compress.quant.streamed import streamed_header
     ops_before = op_histogram(source)
     int8 = config.scheme.startswith("int8")
-    upgraded, opset = opset_for(source, config, ctx) if int8 else (source, None)
+    header = streamed_header(source, config, ctx.progress.note)
+    upgraded, opset = (opset_for(source, config, ctx) if int8 and header is None
+                       else (source, None))
     fixed, shapes = (static_shapes(upgraded, config, ctx) if config.static_shapes
                      else (upgraded, None))
-    prepared = preprocess(fixed, ctx.out_dir, ctx) if config.preprocess and int8 else fixed
+    prepared = (preprocess(fixed, ctx.out_dir, ctx) if config.preprocess and int8
+                and header is None else fixed)
     target = ctx.out_dir / "model.onnx"
-    quantize_one = _quantizer(config, prepared, ops_before, ctx)
+    quantize_one = _quantizer(config, prepared, ops_before, ctx, header)
     try:
         with _quiet_quantizer_logs():
             if config.max_drop is None:
