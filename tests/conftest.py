@@ -29,10 +29,33 @@ BASE_PIPELINE = {
 }
 
 
+PACKAGES = tuple(str(REPO / name) for name in ("compress", "export", "runtimes", "profiles"))
+
+
+def _user_module(module) -> bool:
+    """A module loaded from a pipeline's folder or an example (model.py, data.py, ...),
+    not from the project's packages or the installed libraries."""
+    file = getattr(module, "__file__", None) or ""
+    return bool(file) and not file.startswith((sys.prefix, sys.base_prefix) + PACKAGES)
+
+
+@pytest.fixture(autouse=True)
+def forget_user_modules():
+    """Tests import many different `model.py` files under the one name `model`: a module
+    left in sys.modules by one test must not answer another test's `import model`."""
+    before = set(sys.modules)
+    yield
+    for name in set(sys.modules) - before:
+        if _user_module(sys.modules[name]):
+            del sys.modules[name]
+
+
 @pytest.fixture(scope="session")
 def digits_checkpoint(tmp_path_factory) -> Path:
     """The quickstart CNN, trained for real on the digits training split (~10 s)."""
     sys.path.insert(0, str(QUICKSTART))
+    for name in ("model", "data", "train"):  # the quickstart's own, not another test's
+        sys.modules.pop(name, None)
     try:
         import torch
         from train import fit

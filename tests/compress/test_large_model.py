@@ -5,7 +5,7 @@ as onnxruntime's in-memory quantizers. Forced here on a small model of the same 
 examples/large_model (Gemm with transB, MatMul + Add, ReLU), by lowering the threshold."""
 from __future__ import annotations
 
-import sys
+import importlib.util
 from pathlib import Path
 
 import numpy as np
@@ -26,14 +26,15 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "large_model"
 def small(tmp_path, monkeypatch) -> Path:
     """examples/large_model's model at 4 layers of 64 x 64, weights in an external file,
     with 8 calibration and 8 evaluation feeds beside it."""
-    monkeypatch.syspath_prepend(str(EXAMPLE))
-    import model as large
+    # loaded by path under a name of its own: other tests' examples have a model.py too
+    spec = importlib.util.spec_from_file_location("large_model_example", EXAMPLE / "model.py")
+    large = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(large)
     monkeypatch.setattr(large, "HIDDEN", 64)
     monkeypatch.setattr(large, "LAYERS", 4)
     monkeypatch.setattr(large, "TOKENS", 2)
     path = large.build(tmp_path / "small.onnx")
     large.write_data(tmp_path, calibration=8, evaluation=8)
-    sys.modules.pop("model", None)  # other tests' examples have a model.py too
     return path
 
 
