@@ -1,12 +1,18 @@
 """`python -m runtimes bench ...` (the on-device entry point)."""
 import sys
 
-USAGE = "usage: python -m runtimes bench MODEL [options]   (bench --help for the options)"
+COMMAND = "bench"   # the only one
+USAGE = f"usage: python -m runtimes {COMMAND} MODEL [options]   ({COMMAND} --help for the options)"
 
 
 def _main() -> int:
-    if len(sys.argv) < 2 or sys.argv[1] not in ("bench",):
-        print(USAGE, file=sys.stderr)
+    command = sys.argv[1] if len(sys.argv) > 1 else None
+    if command in ("-h", "--help"):
+        print(USAGE)
+        return 0
+    if command != COMMAND:
+        problem = f"unknown command '{command}'" if command is not None else "no command given"
+        print(f"error: {problem}; the command is `{COMMAND}`\n{USAGE}", file=sys.stderr)
         return 2
     from runtimes.bench import main
     return main(sys.argv[2:])

@@ -13,74 +13,24 @@ and emulators, makes the meters and the conditions read /sys below another folde
 """
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
-from dataclasses import dataclass, field
 
 from runtimes import conditions
 from runtimes import feeds as feeds_mod
 from runtimes import sysread
-from runtimes.cpus import available_cpus, parse_cpus, pin
+from runtimes.bench_options import BenchOptions, options_from, parser
+from runtimes.bench_report import print_human
+from runtimes.cpus import available_cpus, pin
 from runtimes.errors import RuntimeInputError
 from runtimes.hostinfo import describe_host
 from runtimes.loader import engine_for, load
 from runtimes.measure import measure
 from runtimes.memory import current_rss_mb
 from runtimes.metrics import evaluate
-from runtimes.power import AUTO_ORDER, METER_NAMES
 
 PROGRESS_PREFIX = "@progress"
-
-
-@dataclass(frozen=True)
-class BenchOptions:
-    threads: int | None = None
-    warmup: int = 10
-    runs: int = 100
-    seconds: float = 0.0
-    metric: str | None = None          # accuracy | fidelity | None (latency only)
-    primary: str = "top1_agreement"    # fidelity value budgets are checked on
-    pairs: bool = False                # fidelity: rows 2i, 2i+1 are pairs (pair_spearman)
-    eval_batch: int = 32               # batch for evaluation when the batch dim is dynamic
-    progress: bool = False             # "@progress done total" lines on stderr
-    samples: bool = False              # include every latency (pooling across rounds)
-    xnnpack: bool = True               # LiteRT: XNNPACK delegate (off: built-in kernels)
-    nhwc: bool = False                 # the file holds NCHW images, the model takes NHWC
-    delegate: str | None = None        # LiteRT: "gpu" or an external delegate library
-    delegate_options: dict = field(default_factory=dict)   # LiteRT: the delegate's options
-    providers: tuple = ()              # onnxruntime: (name, {option: value}) in priority order
-    cpus: tuple[int, ...] | None = None  # pin the process to these CPUs before loading
-    sysfs_root: str = "/"              # where /sys is read from (tests, emulators)
-    placement: bool = False            # also report where each node ran (own session)
-    save_outputs: str | None = None    # write every evaluation feed's outputs to this .npz
-
-
-def parse_providers(names: list[str], options: list[str]) -> tuple:
-    """--provider NAME and --provider-option NAME:KEY=VALUE -> ((name, {key: value}), ...)."""
-    chosen = {name: {} for name in names}
-    for text in options:
-        name, _, pair = text.partition(":")
-        key, equals, value = pair.partition("=")
-        if not equals or not key or name not in chosen:
-            raise RuntimeInputError(f"--provider-option '{text}': write NAME:KEY=VALUE for a "
-                                    f"NAME given with --provider ({', '.join(chosen) or 'none'})")
-        chosen[name][key] = value
-    return tuple(chosen.items())
-
-
-def parse_delegate_options(delegate: str | None, options: list[str]) -> dict:
-    """--delegate-option KEY=VALUE (repeated) -> {key: value}."""
-    parsed = {}
-    for text in options:
-        key, equals, value = text.partition("=")
-        if not equals or not key:
-            raise RuntimeInputError(f"--delegate-option '{text}': write KEY=VALUE")
-        parsed[key] = value
-    if parsed and not delegate:
-        raise RuntimeInputError("--delegate-option needs a --delegate to give it to")
-    return parsed
 
 
 def _measured_on(engine_info: dict) -> dict:
@@ -136,8 +86,11 @@ def _evaluate(session, data: feeds_mod.FeedFile, opts: BenchOptions) -> dict | N
         return None
     if metric == "accuracy" and data.labels is None or \
             metric == "fidelity" and data.references is None:
-        need = "labels" if metric == "accuracy" else "reference outputs"
-        raise RuntimeInputError(f"metric '{metric}' needs {need} in the evaluation file")
+        need = (f"labels: an array {feeds_mod.LABELS_KEY}, one integer class per sample"
+                if metric == "accuracy" else f"reference outputs: an array "
+                f"{feeds_mod.REFERENCE_KEY}, the original model's first output per sample")
+        raise RuntimeInputError(f"metric '{metric}' needs {need}, in the inputs file "
+                                f"(--eval, else --inputs)")
     outputs = _run_feeds(session, data.feeds)
     if opts.save_outputs:
         feeds_mod.write_outputs(opts.save_outputs, outputs, session.outputs)
@@ -190,7 +143,8 @@ def _timed(model: str, engine: str, raw: dict | None, opts: BenchOptions, meter)
     """(timing, engine description) of the first feed (random inputs without a file)."""
     session = _open(model, engine, opts)
     try:
-        data = _layout(feeds_mod.read_feeds(raw, session.inputs), opts) if raw else None
+        data = (_layout(feeds_mod.read_feeds(raw, session.inputs), opts)
+                if raw is not None else None)
         if data is not None and data.feeds:  # the first feed is what is timed
             feeds = feeds_mod.select_inputs(data.feeds[0], session.inputs)
             feeds_mod.check_feeds(feeds, session.inputs)
@@ -213,6 +167,15 @@ def _fresh_metric(model: str, engine: str, raw: dict, opts: BenchOptions, eval_b
                                         opts), opts)
 
 
+def _read_inputs(path: str | None) -> dict | None:
+    """The arrays of an --inputs or --eval file (None without one)."""
+    if path is None:
+        return None
+    arrays = feeds_mod.read_npz(path)
+    feeds_mod.check_has_samples(arrays, path)
+    return arrays
+
+
 def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str | None = None,
           meter=None, meter_note: str | None = None) -> dict:
     if opts.cpus:
@@ -220,14 +183,15 @@ def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str |
     engine = engine_for(model)
     _import_engine(engine)
     # read before the idle reading, so the model's memory share excludes the data
-    raw = feeds_mod.read_npz(inputs) if inputs else None
-    raw_eval = feeds_mod.read_npz(eval_inputs) if eval_inputs else None
+    raw, raw_eval = _read_inputs(inputs), _read_inputs(eval_inputs)
     idle_rss = current_rss_mb()
     timing, engine_info = _timed(model, engine, raw, opts, meter)
     metric = None
-    if raw_eval is not None or (raw is not None and feeds_mod.holds_metric_data(raw)):
-        metric = _fresh_metric(model, engine, raw_eval if raw_eval is not None else raw,
-                               opts, eval_batch=opts.eval_batch if raw_eval is not None else 1)
+    if raw_eval is not None:
+        metric = _fresh_metric(model, engine, raw_eval, opts, eval_batch=opts.eval_batch)
+    elif raw is not None and (feeds_mod.holds_metric_data(raw) or opts.metric
+                              or opts.save_outputs):
+        metric = _fresh_metric(model, engine, raw, opts, eval_batch=1)
     energy = timing.pop("energy")
     window = timing.pop("conditions")
     affinity = available_cpus()
@@ -260,105 +224,6 @@ def _placement(model: str, engine: str, opts: BenchOptions, engine_info: dict) -
                                    fully_accelerated=engine_info.get("fully_accelerated"))}
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m runtimes bench",
-                                description="Measure latency, memory, energy and quality of "
-                                "a model.", epilog=f"{sysread.SYSFS_ROOT_ENV}, for tests and "
-                                "emulators: read /sys (power meters, run conditions) below "
-                                "this folder instead of /.")
-    p.add_argument("model", help="model file (.onnx or .tflite)")
-    p.add_argument("--inputs", help=".npz with one array per model input (+ __labels__ "
-                   "or __reference__ for the metric); random inputs when omitted")
-    p.add_argument("--eval", dest="eval_inputs", help=".npz for the metric (default: --inputs)")
-    p.add_argument("--threads", type=int, help="intra-op threads (default: the runtime's)")
-    p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--runs", type=int, default=100, help="timed runs (at least)")
-    p.add_argument("--seconds", type=float, default=0.0, help="keep running at least this long")
-    p.add_argument("--metric", choices=["accuracy", "fidelity"])
-    p.add_argument("--primary", default="top1_agreement",
-                   choices=["top1_agreement", "cosine", "pair_spearman"])
-    p.add_argument("--pairs", action="store_true", help="fidelity: rows 2i and 2i+1 are "
-                   "pairs; also report pair_spearman (do the pairs keep their order)")
-    p.add_argument("--eval-batch", type=int, default=32)
-    p.add_argument("--progress", action="store_true", help=argparse.SUPPRESS)
-    p.add_argument("--samples", action="store_true", help="include every latency in the JSON")
-    p.add_argument("--nhwc", action="store_true",
-                   help="transpose 4-D inputs from NCHW (as in the file) to NHWC")
-    p.add_argument("--no-xnnpack", dest="xnnpack", action="store_false",
-                   help="LiteRT: run the built-in kernels instead of the XNNPACK delegate")
-    p.add_argument("--delegate", help="LiteRT: 'gpu' for LiteRT's GPU accelerator, or an "
-                   "external delegate library to load (e.g. libedgetpu.so.1). Exit code 3 "
-                   "when it cannot be used here")
-    p.add_argument("--delegate-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="an option of the --delegate (gpu: enforce_f32=true, ...; Edge TPU: "
-                   "device=usb:0)")
-    p.add_argument("--provider", action="append", default=[], metavar="NAME",
-                   help="onnxruntime: an execution provider, in priority order (repeat it; "
-                   "the CPU provider is always last). Exit code 3 when it is not available")
-    p.add_argument("--provider-option", action="append", default=[],
-                   metavar="NAME:KEY=VALUE", help="an option of a --provider")
-    p.add_argument("--meter", default="auto", choices=METER_NAMES,
-                   help="power meter for energy (default auto: the first of "
-                   f"{', '.join(AUTO_ORDER)} this host has; none: no energy)")
-    p.add_argument("--meter-command", help="meter 'command': a shell command printing "
-                   "watts (the last number on stdout), run once per sample")
-    p.add_argument("--meter-rail", help="ina3221/tegrastats/pi5-pmic: the rail to read "
-                   "by label (default: the board's input rail, else the sum of all); "
-                   "nvml: the GPU index")
-    p.add_argument("--meter-interval-ms", type=float,
-                   help="sampling interval (default per meter: 50-200 ms)")
-    p.add_argument("--idle-seconds", type=float, default=1.0,
-                   help="idle baseline measured before the timed window and subtracted "
-                   "(0: none)")
-    p.add_argument("--cpus", help="pin the process to these CPUs before loading the "
-                   "model, e.g. 2,3 or 0-3")
-    p.add_argument("--placement", action="store_true", help="also report where each node "
-                   "ran (provider or delegate, CPU fallback, estimated share of FLOPs), from "
-                   "a separate session after the timed runs")
-    p.add_argument("--save-outputs", metavar="FILE.npz", help="write the outputs of every "
-                   "evaluation feed to this file (for a metric computed elsewhere)")
-    p.add_argument("--json", action="store_true", help="print the result as JSON")
-    return p
-
-
-def _print_human(result: dict) -> None:
-    lat = result["latency_ms"]
-    print(f"{result['model']}  ({result['size_bytes'] / 2**20:.2f} MiB, "
-          f"{result['runtime']['engine']}, threads={result['runtime'].get('threads')})")
-    print(f"  latency ms  p50 {lat['p50']:.3f}  p90 {lat['p90']:.3f}  p99 {lat['p99']:.3f}  "
-          f"mean {lat['mean']:.3f}  std {lat['std']:.3f}  ({result['runs']} runs)")
-    print(f"  throughput  {result['throughput_per_s']:.1f}/s   peak RSS "
-          f"{result['peak_rss_mb']:.1f} MB (idle {result['idle_rss_mb']:.1f} MB)")
-    _print_energy(result)
-    for warning in result["conditions"]["warnings"]:
-        print(f"  warning     {warning}")
-    if result["metric"]:
-        m = result["metric"]
-        print(f"  {m['name']:<11} {m['value']:.4f} on {m['samples']} feeds")
-    if result.get("placement"):
-        from runtimes.placement import describe
-        print(f"  placement   {describe(result['placement'])}")
-
-
-def _print_energy(result: dict) -> None:
-    power = result["power"]
-    if result["energy_mj"] is not None:
-        print(f"  energy      {result['energy_mj']:.4g} mJ/inference (net of idle)")
-    else:
-        print(f"  energy      unmeasured: {result['energy_note']}")
-    if power is None:
-        return
-    watts = "  ".join(f"{label} {power[key]:.3f} W" for label, key in
-                      (("mean", "mean_w"), ("idle", "idle_w"), ("active", "active_w"))
-                      if power[key] is not None)
-    rate = power["sample_rate_hz"]
-    print(f"  power       {watts or 'unmeasured'}  over {power['window_s']:.2f} s")
-    print(f"  meter       {power['meter']}: {power['detail']}, "
-          f"{f'{rate:.1f}' if rate is not None else '?'} samples/s ({power['samples']} samples)")
-    if power.get("note") and result["energy_mj"] is not None:
-        print(f"  note        {power['note']}")
-
-
 def _accelerator_first(model: str, opts: BenchOptions) -> None:
     """ProviderUnavailable (exit 3, 'unmeasured') when the provider or delegate asked for
     cannot run here: that, not the meter beside it, is why nothing can be measured."""
@@ -368,7 +233,7 @@ def _accelerator_first(model: str, opts: BenchOptions) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     from runtimes.meters import detect
     meter = None
     root = sysread.sysfs_root()
@@ -376,16 +241,7 @@ def main(argv: list[str] | None = None) -> int:
         name = "command" if args.meter == "auto" and args.meter_command else args.meter
         if args.meter_command and name != "command":
             raise RuntimeInputError(f"--meter-command is for meter 'command', not '{name}'")
-        opts = BenchOptions(threads=args.threads, warmup=args.warmup, runs=args.runs,
-                            seconds=args.seconds, metric=args.metric, primary=args.primary,
-                            eval_batch=args.eval_batch, progress=args.progress,
-                            samples=args.samples, xnnpack=args.xnnpack, nhwc=args.nhwc,
-                            delegate=args.delegate, pairs=args.pairs, sysfs_root=root,
-                            delegate_options=parse_delegate_options(args.delegate,
-                                                                    args.delegate_option),
-                            providers=parse_providers(args.provider, args.provider_option),
-                            cpus=tuple(parse_cpus(args.cpus)) if args.cpus else None,
-                            placement=args.placement, save_outputs=args.save_outputs)
+        opts = options_from(args, root)
         try:
             meter, note = detect(name, rail=args.meter_rail, command=args.meter_command,
                                  interval_ms=args.meter_interval_ms, root=root,
@@ -404,5 +260,5 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result))
     else:
-        _print_human(result)
+        print_human(result)
     return 0

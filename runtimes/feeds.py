@@ -14,6 +14,9 @@ An inputs file is an `.npz` in one of two layouts:
 from __future__ import annotations
 
 import os
+import re
+import zipfile
+import zlib
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -26,6 +29,11 @@ LABELS_KEY = "__labels__"
 REFERENCE_KEY = "__reference__"
 RESERVED = (LABELS_KEY, REFERENCE_KEY)
 FEEDS_KEY = "__feeds__"
+# An .npz is a zip archive: a local file header first, or only the end record when empty.
+ZIP_MAGIC = (b"PK\x03\x04", b"PK\x05\x06")
+NPY_MAGIC = b"\x93NUMPY"
+# the feeds layout's keys after their prefix: <feed> or <feed>.<position>
+_INDEX = re.compile(r"(\d+)(?:\.(\d+))?", re.ASCII)
 
 
 @dataclass
@@ -54,9 +62,15 @@ def _indexed(data: dict, prefix: str) -> dict:
     found = {}
     for key, array in data.items():
         head, _, rest = key.partition(".")
-        if head == prefix:
-            parts = tuple(int(p) for p in rest.split("."))
-            found[parts if len(parts) > 1 else (parts[0], 0)] = array
+        if head != prefix:
+            continue
+        index = _INDEX.fullmatch(rest)
+        if index is None:
+            raise RuntimeInputError(
+                f"the inputs file has an array named '{key}': in the feeds layout (a file "
+                f"with {FEEDS_KEY}) arrays are named NAME.FEED.PART with whole numbers, e.g. "
+                f"x.0.1 for feed 0's second input (y.FEED for labels)")
+        found[(int(index[1]), int(index[2] or 0))] = array
     return found
 
 
@@ -68,7 +82,7 @@ def _ordered(found: dict, feeds: int) -> list | None:
 
 
 def _from_feeds_layout(data: dict) -> FeedFile:
-    names = [str(n) for n in data[FEEDS_KEY]]
+    names = [str(n) for n in np.atleast_1d(data[FEEDS_KEY])]
     inputs = _indexed(data, "x")
     count = 1 + max((i for i, _ in inputs), default=-1)
     try:
@@ -86,13 +100,43 @@ def _from_stacked(data: dict, specs: Sequence[TensorSpec], dynamic_batch: int) -
     where it is dynamic); a last partial batch of a fixed-batch model is left out."""
     inputs = select_inputs(data, specs)
     batch = batch_size_for(specs, dynamic_batch)
-    total = len(next(iter(inputs.values())))
+    total = min((sample_count(name, array) for name, array in inputs.items()), default=0)
     starts = range(0, total - batch + 1 if specs and not specs[0].batch_dim_is_dynamic()
                    else total, batch)
     feeds = [{k: v[s:s + batch] for k, v in inputs.items()} for s in starts]
     labels, reference = data.get(LABELS_KEY), data.get(REFERENCE_KEY)
     return FeedFile(feeds, [labels[s:s + batch] for s in starts] if labels is not None else None,
                     [[reference[s:s + batch]] for s in starts] if reference is not None else None)
+
+
+def sample_count(name: str, array: np.ndarray) -> int:
+    """The samples of an array of the stacked layout: its length on axis 0."""
+    if array.ndim == 0:
+        what = f"array '{name}'" if name in RESERVED else f"input '{name}'"
+        raise RuntimeInputError(
+            f"{what} in the inputs file is 0-d (a single value): samples are on axis 0, so "
+            f"give it shape (N, ...), e.g. np.array([value]) for one sample")
+    return len(array)
+
+
+def check_has_samples(data: dict, path: str) -> None:
+    """Refuse an inputs file with nothing to run: random inputs timed in its place would
+    pass for a measurement of the file's data."""
+    if FEEDS_KEY in data:
+        if not any(key.startswith("x.") for key in data):
+            raise RuntimeInputError(f"inputs file {path} holds no feeds (no x.FEED.PART "
+                                    f"arrays beside {FEEDS_KEY})")
+        return
+    arrays = {key: array for key, array in data.items() if key not in RESERVED}
+    if not arrays:
+        raise RuntimeInputError(f"inputs file {path} holds no input arrays "
+                                f"({sorted(data) or 'nothing'}): save one array per model "
+                                f"input, samples on axis 0, e.g. np.savez(path, x=samples)")
+    for key, array in data.items():  # labels too: a 0-d one is refused here
+        if sample_count(key, array) == 0 and key in arrays:
+            raise RuntimeInputError(f"inputs file {path} holds 0 samples: array '{key}' has "
+                                    f"shape {tuple(array.shape)}; give at least one sample "
+                                    f"on axis 0")
 
 
 def holds_metric_data(data: dict) -> bool:
@@ -114,10 +158,28 @@ def read_npz(path: str) -> dict[str, np.ndarray]:
     if not os.path.isfile(path):
         raise RuntimeInputError(f"inputs file not found: {path}")
     try:
+        _check_npz_magic(path)
         with np.load(path, allow_pickle=False) as data:
             return {key: data[key] for key in data.files}
+    except (zipfile.BadZipFile, zlib.error) as exc:
+        raise RuntimeInputError(f"cannot read inputs file {path}: it is a damaged or cut "
+                                f"short .npz ({exc}); write it again") from None
     except (ValueError, OSError, EOFError) as exc:
         raise RuntimeInputError(f"cannot read inputs file {path}: {exc}") from None
+
+
+def _check_npz_magic(path: str) -> None:
+    """Refuse what is not a zip archive before numpy reads it: numpy takes any other file
+    for a pickle, and refusing that says 'pickled data' of a text file."""
+    with open(path, "rb") as file:
+        head = file.read(len(NPY_MAGIC))
+    if head.startswith(ZIP_MAGIC):
+        return
+    what = ("empty" if not head else "a single .npy array (np.save), not an .npz"
+            if head.startswith(NPY_MAGIC) else "not an .npz file")
+    raise RuntimeInputError(f"cannot read inputs file {path}: it is {what}; an inputs file "
+                            f"is an .npz (a zip of arrays) as np.savez(path, x=samples, ...) "
+                            f"writes it")
 
 
 def _dims_match(expected: Sequence, actual: Sequence) -> bool:
@@ -182,11 +244,26 @@ def synthetic_feeds(specs: Sequence[TensorSpec], seed: int = 0) -> dict[str, np.
     feeds = {}
     for spec in specs:
         shape = tuple(d if isinstance(d, int) else 1 for d in spec.shape)
-        if np.issubdtype(np.dtype(spec.dtype), np.integer):
-            feeds[spec.name] = rng.integers(0, 2, size=shape).astype(spec.dtype)
+        dtype = _numeric_dtype(spec)
+        if np.issubdtype(dtype, np.integer):
+            feeds[spec.name] = rng.integers(0, 2, size=shape).astype(dtype)
         else:
-            feeds[spec.name] = rng.standard_normal(shape).astype(spec.dtype)
+            feeds[spec.name] = rng.standard_normal(shape).astype(dtype)
     return feeds
+
+
+def _numeric_dtype(spec: TensorSpec) -> np.dtype:
+    """The numpy type of an input random values can be drawn for (numbers, booleans)."""
+    try:
+        dtype = np.dtype(spec.dtype)
+    except TypeError:  # a runtime's own name numpy lacks, e.g. onnxruntime's tensor(string)
+        dtype = None
+    if dtype is not None and dtype.kind in "biuf":
+        return dtype
+    is_text = "string" in spec.dtype or dtype is not None and dtype.kind in "SUO"
+    raise RuntimeInputError(
+        f"input '{spec.name}' is {'a string' if is_text else f'of type {spec.dtype}'}: random "
+        f"inputs cannot be made for it; give its values in an inputs file (--inputs FILE.npz)")
 
 
 OUTPUTS_KEY = "__outputs__"

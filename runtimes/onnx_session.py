@@ -14,7 +14,8 @@ from runtimes.session import Session, TensorSpec
 _ORT_TO_NUMPY = {
     "tensor(float)": "float32", "tensor(float16)": "float16", "tensor(double)": "float64",
     "tensor(int64)": "int64", "tensor(int32)": "int32", "tensor(int8)": "int8",
-    "tensor(uint8)": "uint8", "tensor(bool)": "bool",
+    "tensor(uint8)": "uint8", "tensor(bool)": "bool", "tensor(int16)": "int16",
+    "tensor(uint16)": "uint16", "tensor(uint32)": "uint32", "tensor(uint64)": "uint64",
 }
 
 

@@ -8,6 +8,8 @@ looked for and how to fix it, so a profile that asks for a meter never silently 
 """
 from __future__ import annotations
 
+import math
+
 from runtimes.errors import RuntimeInputError
 from runtimes.power.base import Meter, MeterAbsent, MeterError, pick_rails
 from runtimes.power.command import CommandMeter
@@ -55,10 +57,13 @@ def detect(name: str = "auto", *, rail: str | None = None, command: str | None =
     """(meter, None) when a meter is used, (None, reason) when none is."""
     if name not in METER_NAMES:
         raise RuntimeInputError(f"unknown meter '{name}'; pick one of {', '.join(METER_NAMES)}")
-    if interval_ms is not None and interval_ms <= 0:
-        raise RuntimeInputError(f"the meter interval must be positive, not {interval_ms:g} ms")
-    if idle_seconds < 0:
-        raise RuntimeInputError(f"the idle seconds must be 0 or more, not {idle_seconds:g}")
+    # the chained comparisons are false for nan too; inf would sample or idle forever
+    if interval_ms is not None and not 0 < interval_ms < math.inf:
+        rule = "finite" if interval_ms > 0 else "positive"
+        raise RuntimeInputError(f"the meter interval must be {rule}, not {interval_ms:g} ms")
+    if not 0 <= idle_seconds < math.inf:
+        rule = "finite" if idle_seconds > 0 else "0 or more"
+        raise RuntimeInputError(f"the idle seconds must be {rule}, not {idle_seconds:g}")
     if name == "none":
         return None, "power metering turned off"
     options = dict(rail=rail, command=command, interval_ms=interval_ms, root=root,

@@ -1,0 +1,40 @@
+"""The human-readable report of `python -m runtimes bench` (without --json)."""
+from __future__ import annotations
+
+
+def print_human(result: dict) -> None:
+    lat = result["latency_ms"]
+    print(f"{result['model']}  ({result['size_bytes'] / 2**20:.2f} MiB, "
+          f"{result['runtime']['engine']}, threads={result['runtime'].get('threads')})")
+    print(f"  latency ms  p50 {lat['p50']:.3f}  p90 {lat['p90']:.3f}  p99 {lat['p99']:.3f}  "
+          f"mean {lat['mean']:.3f}  std {lat['std']:.3f}  ({result['runs']} runs)")
+    print(f"  throughput  {result['throughput_per_s']:.1f}/s   peak RSS "
+          f"{result['peak_rss_mb']:.1f} MB (idle {result['idle_rss_mb']:.1f} MB)")
+    _print_energy(result)
+    for warning in result["conditions"]["warnings"]:
+        print(f"  warning     {warning}")
+    if result["metric"]:
+        m = result["metric"]
+        print(f"  {m['name']:<11} {m['value']:.4f} on {m['samples']} feeds")
+    if result.get("placement"):
+        from runtimes.placement import describe
+        print(f"  placement   {describe(result['placement'])}")
+
+
+def _print_energy(result: dict) -> None:
+    power = result["power"]
+    if result["energy_mj"] is not None:
+        print(f"  energy      {result['energy_mj']:.4g} mJ/inference (net of idle)")
+    else:
+        print(f"  energy      unmeasured: {result['energy_note']}")
+    if power is None:
+        return
+    watts = "  ".join(f"{label} {power[key]:.3f} W" for label, key in
+                      (("mean", "mean_w"), ("idle", "idle_w"), ("active", "active_w"))
+                      if power[key] is not None)
+    rate = power["sample_rate_hz"]
+    print(f"  power       {watts or 'unmeasured'}  over {power['window_s']:.2f} s")
+    print(f"  meter       {power['meter']}: {power['detail']}, "
+          f"{f'{rate:.1f}' if rate is not None else '?'} samples/s ({power['samples']} samples)")
+    if power.get("note") and result["energy_mj"] is not None:
+        print(f"  note        {power['note']}")
