@@ -24,8 +24,9 @@ def run(pipeline: Union[str, Path, Pipeline, dict], *, force: bool = False,
     """
     config_text = None
     if isinstance(pipeline, (str, Path)):
-        config_text = Path(pipeline).read_text() if Path(pipeline).is_file() else None
-        pipeline = load_pipeline(pipeline)
+        path = pipeline
+        pipeline = load_pipeline(path)  # checks the file (UTF-8 and all) before it is kept
+        config_text = Path(path).read_text(encoding="utf-8")
     elif isinstance(pipeline, dict):
         pipeline = parse_pipeline(pipeline)
     elif not isinstance(pipeline, Pipeline):

@@ -50,7 +50,7 @@ def resolve_inputs(pipeline):
     elif model.format == "tflite":
         path = pipeline.resolve(model.tflite)
         check_tflite_file(path)
-        decls = reconcile(model.inputs, tflite_inputs(path), path.name)
+        decls = reconcile(model.inputs, tflite_inputs(path), path.name, real_for_quantized=True)
     else:
         return pipeline
     return pipeline.model_copy(update={"model": model.model_copy(update={"inputs": decls})})
@@ -76,6 +76,27 @@ def _check_local_pythons(ctx) -> None:
                                   "(a local target's `python:` runs its benchmark; give the "
                                   "full path of that environment's python)",
                                   field=f"targets.{index}")
+            _probe_runner(path, target.python, index)
+
+
+def _probe_runner(python, named: str, index: int) -> None:
+    """That Python can import the runner (numpy and all): a system python3 often cannot,
+    and would fail only after every stage before the benchmark has run."""
+    import subprocess
+    from compress.stages.benchmark import runner_env
+    try:
+        done = subprocess.run([str(python), "-c", "import runtimes.bench"], env=runner_env(),
+                              capture_output=True, text=True, timeout=120)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        failed = str(exc)
+    else:
+        failed = None if done.returncode == 0 else \
+            ((done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1])
+    if failed:
+        raise ConfigError(f"python '{named}' cannot run the benchmark runner ({failed[:300]}). "
+                          "Install its packages in that environment: pip install -c "
+                          "constraints.txt 'edge-compress[device]' (or numpy and onnxruntime)",
+                          field=f"targets.{index}")
 
 
 def _check_meters(ctx) -> None:
@@ -151,11 +172,18 @@ def check_model_runs(ctx) -> None:
             raise ModelError(f"model.tflite: LiteRT cannot run one call of it: {exc}") from None
 
 
+def _exists(path) -> bool:
+    try:
+        return path.exists()
+    except OSError:  # a name longer than the file system takes: reported below
+        return False
+
+
 def check_run_dir(pipeline) -> None:
     """The run directory can be made (or is a folder) and written, before any work."""
     run_dir = pipeline.run_dir
     where = f"output '{pipeline.output}' with name '{pipeline.name}' ({run_dir})"
-    existing = next(p for p in (run_dir, *run_dir.parents) if p.exists())
+    existing = next(p for p in (run_dir, *run_dir.parents) if _exists(p))
     if not existing.is_dir():
         raise ConfigError(f"{where}: {existing} is a file, not a folder; choose another "
                           "`output:` folder", field="output")
@@ -167,6 +195,30 @@ def check_run_dir(pipeline) -> None:
         if len(part.encode()) > limit:
             raise ConfigError(f"{where}: '{part[:40]}...' is longer than this file system "
                               f"allows in a name ({limit} bytes)", field="output")
+
+
+def _check_class_labels(dataset, outputs) -> None:
+    """For accuracy: one whole-number class per row of the model's first output (per
+    feed), within its classes."""
+    import numpy as np
+    for index, (label, first) in enumerate(zip(dataset.labels, (o[0] for o in outputs))):
+        label, first = np.asarray(label), np.asarray(first)
+        rows = first.shape[0] if first.ndim >= 2 else 1
+        if label.dtype.kind == "f" and not (np.mod(label, 1) == 0).all():
+            raise DataError(f"data.evaluation, feed {index}: labels hold fractions "
+                            f"({label.reshape(-1)[:4].tolist()}...); accuracy compares one "
+                            "whole-number class per sample (or use fidelity or a custom metric)")
+        if label.size != rows:
+            raise DataError(f"data.evaluation, feed {index}: labels of shape {list(label.shape)} "
+                            f"for {rows} row(s) of the model's first output (shape "
+                            f"{list(first.shape)}): accuracy takes one class label per row")
+    labels = dataset.class_labels()
+    classes = int(np.prod(np.shape(outputs[0][0])[1:])) if np.ndim(outputs[0][0]) else 1
+    if labels.min() < 0 or labels.max() >= classes:
+        raise DataError(f"data.evaluation: labels run from {labels.min()} to "
+                        f"{labels.max()}, but the model's first output has {classes} "
+                        f"classes (0..{classes - 1}): fix the labels, or use another "
+                        "metric (fidelity, custom)")
 
 
 def _check_reference(ctx) -> None:
@@ -183,13 +235,7 @@ def _check_reference(ctx) -> None:
                                  "nothing can be compared with that")
     metric = ctx.metric()
     if metric.type == "accuracy":
-        classes = int(np.prod(np.shape(outputs[0][0])[1:])) if np.ndim(outputs[0][0]) else 1
-        labels = ctx.dataset("evaluation").class_labels()
-        if labels.min() < 0 or labels.max() >= classes:
-            raise DataError(f"data.evaluation: labels run from {labels.min()} to "
-                            f"{labels.max()}, but the model's first output has {classes} "
-                            f"classes (0..{classes - 1}): fix the labels, or use another "
-                            "metric (fidelity, custom)")
+        _check_class_labels(ctx.dataset("evaluation"), outputs)
     if metric.type == "custom":
         ctx.metric_baseline()  # the user's function, tried on the source model first
 

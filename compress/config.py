@@ -13,12 +13,14 @@ from pydantic_core import PydanticCustomError
 
 from compress import stages as _stages  # noqa: F401  (registers every stage type)
 from compress.config_data import DataSource, DataSpec, Metric  # noqa: F401 (re-exported)
-from compress.config_model import DTYPES, ModelSpec, TensorDecl, TorchSource  # noqa: F401
+from compress.config_model import (CALLABLE_NAME, DTYPES, ModelSpec, TensorDecl,  # noqa: F401
+                                   TorchSource)
 from compress.config_targets import TargetSpec
 from compress.errors import ConfigError
 from compress.stage_graph import GraphProblem, check_graph
 from compress.stagebase import STAGES, Strict
 from compress.yamlsource import line_for, load_yaml_with_lines
+from profiles.validation import clean_location, field_of, first_per_field, message_of
 
 
 def _stage_union():
@@ -60,7 +62,7 @@ class Pipeline(Strict):
     def _benchmark_last(cls, stages):
         for index, stage in enumerate(stages[:-1]):
             if not STAGES[stage.type].produces_artifacts:
-                raise ValueError(f"stage {index} ({stage.type}) must be the last stage")
+                raise ValueError(f"stage {index + 1} ({stage.type}) must be the last stage")
         return stages
 
     @model_validator(mode="after")
@@ -107,35 +109,38 @@ class Pipeline(Strict):
 
 
 def _format_error(error: dict, file: str | None, lines: dict) -> ConfigError:
-    loc = tuple(error["loc"])
-    field = ".".join(str(part) for part in loc) or "(top level)"
-    message = error["msg"]
+    loc = clean_location(error["loc"])
+    message = message_of(error)
     if error["type"] == "union_tag_invalid":
         message = (f"unknown stage type '{error['ctx']['tag']}'. Known stage types: "
                    f"{', '.join(sorted(STAGES))}")
-    elif error["type"] == "extra_forbidden":
-        message = "unknown key (remove it or check its spelling)"
-    elif error["type"] == "missing":
-        message = "required key is missing"
+    elif error["type"] == "string_pattern_mismatch" and \
+            error["ctx"]["pattern"] == CALLABLE_NAME:
+        message = (f"{error['input']!r} is not `module:function`: the module beside the "
+                   "pipeline file (or on PYTHONPATH), a colon, then the name in it "
+                   "(e.g. model:build)")
+    elif error["type"] == "union_tag_not_found":
+        loc = (*loc, "type")
+        message = f"required key is missing: every stage names its type, one of " \
+                  f"{', '.join(sorted(STAGES))}"
     elif error["type"] == "stage_reference":  # raised on the whole pipeline: point at the stage
         loc = ("stages", error["ctx"]["index"], error["ctx"]["key"])
-        field = ".".join(str(part) for part in loc)
-    elif error["type"] == "value_error":
-        message = message.removeprefix("Value error, ")
-    return ConfigError(message, file=file, line=line_for(loc, lines), field=field)
+    return ConfigError(message, file=file, line=line_for(loc, lines), field=field_of(loc))
 
 
 def parse_pipeline(data: object, *, file: str | None = None, lines: dict | None = None,
                    base_dir: Path | None = None) -> Pipeline:
+    """Validate a pipeline document: one read from a YAML `file`, or (without one) built
+    in Python, where objects may stand where the YAML names things."""
     if not isinstance(data, dict):
         raise ConfigError("a pipeline must be a YAML mapping with name, model and stages",
                           file=file, line=1)
     try:
-        pipeline = Pipeline.model_validate(data)
+        pipeline = Pipeline.model_validate(data, context={"yaml": file is not None})
     except ValidationError as exc:
         errors = exc.errors()
         # An invalid stage also empties `stages`; "too short" would only repeat the cause.
-        errors = [e for e in errors if e["type"] != "too_short"] or errors
+        errors = first_per_field([e for e in errors if e["type"] != "too_short"] or errors)
         first = _format_error(errors[0], file, lines or {})
         if len(errors) > 1:
             more = "; ".join(str(_format_error(e, None, lines or {})) for e in errors[1:4])

@@ -9,7 +9,7 @@ from pydantic import Field, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from compress.config_model import CallableName, WithObjects
-from compress.pyobjects import PyData, PyObject
+from compress.pyobjects import PyData, PyObject, from_yaml
 from compress.stagebase import Strict
 
 _SETTINGS = {"loader", "npz", "kwargs", "value"}
@@ -33,7 +33,7 @@ class DataSource(WithObjects):
 
     @model_validator(mode="before")
     @classmethod
-    def _shorthand(cls, value):
+    def _shorthand(cls, value, info):
         # `calibration: data.py:load` or `calibration: calib.npz`; from Python the data
         # (arrays, feeds, a generator, a DataLoader) or a loader function itself
         if isinstance(value, str):
@@ -42,6 +42,11 @@ class DataSource(WithObjects):
             return value
         if isinstance(value, dict) and _is_settings(value):
             return value
+        if from_yaml(info):  # no data can be written in YAML: a misspelt key, a number
+            unknown = sorted(set(value) - _SETTINGS) if isinstance(value, dict) else None
+            raise ValueError(f"unknown key(s) {unknown}: the keys are loader, kwargs and npz"
+                             if unknown else "give `module:function`, a `file.npz`, or "
+                             "{loader: module:function, kwargs: {...}}")
         if callable(value) and not hasattr(value, "__iter__"):
             return {"loader": value}
         return {"value": value}

@@ -102,6 +102,11 @@ class ModelSpec(WithObjects):
                              "`onnx: PATH` or `tflite: PATH`")
         if self.onnx is not None and not isinstance(self.onnx, str):
             _onnx_object(self.onnx)
+        names = [d.name for d in self.inputs or ()]
+        if len(set(names)) != len(names):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            raise ValueError(f"model.inputs names {', '.join(map(repr, twice))} twice; "
+                             "give each input once")
         if self.torch is not None:
             if self.inputs is None:
                 raise ValueError("a torch model needs `inputs:` (name, shape, dtype of each "

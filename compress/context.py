@@ -140,8 +140,18 @@ class RunContext:
         return lambda: factory(**kwargs)
 
 
+# Random inputs stand in for data only to time and trace a model: far larger than any edge
+# model's input, a declared shape this big is a mistake, not a tensor to allocate.
+RANDOM_LIMIT_BYTES = 1 << 30
+
+
 def _random(rng, decl) -> np.ndarray:
     shape = tuple(1 if size is None else size for size in decl.shape)
+    size = int(np.prod(shape, dtype=object)) * np.dtype(decl.dtype).itemsize
+    if size > RANDOM_LIMIT_BYTES:
+        raise ModelError(f"model.inputs: input '{decl.name}' declares shape {list(decl.shape)}, "
+                         f"{size / 2**30:,.0f} GiB per call: too large for random inputs. "
+                         "Check the shape, or give data (data.calibration / evaluation)")
     if np.dtype(decl.dtype).kind in "iub":
         return rng.integers(0, 2, size=shape).astype(decl.dtype)
     return rng.standard_normal(shape).astype(decl.dtype)

@@ -74,7 +74,14 @@ def _converted(array: np.ndarray, decl, where: str) -> np.ndarray:
         if array.dtype.kind != target.kind:
             raise DataError(f"{where}, input '{decl.name}' has dtype {array.dtype}; the model "
                             f"takes {decl.dtype}. Convert it with .astype('{decl.dtype}')")
-        array = array.astype(target)  # e.g. float64 -> float32: same kind, no surprise
+        with np.errstate(over="ignore"):  # said below, in the data's own terms
+            converted = array.astype(target)  # e.g. float64 -> float32: same kind
+        if target.kind == "f" and np.isfinite(array).all() and not np.isfinite(converted).all():
+            raise DataError(f"{where}, input '{decl.name}' holds values beyond {decl.dtype}'s "
+                            f"range (largest magnitude {np.abs(array).max():.3g}, {decl.dtype} "
+                            f"ends at {np.finfo(target).max:.3g}): scale the data as the "
+                            "model expects it")
+        array = converted
     if array.dtype.kind == "f" and not np.isfinite(array).all():
         raise DataError(f"{where}, input '{decl.name}' holds NaN or infinity; clean the data "
                         "(a model's output on it means nothing)")
@@ -113,6 +120,9 @@ def _split(inputs: dict, labels, decls, where: str) -> tuple[list, list | None, 
     if labels is None:
         return feeds, None, note
     labels, batch = _array(labels, f"{where}, labels"), _feed_batch(decls[0])
+    if labels.ndim == 0:
+        raise DataError(f"{where}: labels is one number ({labels.item()}) beside "
+                        f"{len(inputs[decls[0].name])} samples: give one label per sample")
     if len(labels) != len(inputs[decls[0].name]):
         raise DataError(f"{where}: {len(labels)} labels for {len(inputs[decls[0].name])} "
                         "samples: give one label per sample")
@@ -237,12 +247,22 @@ def to_feeds(raw, decls, dynamic_batch: bool, where: str) -> tuple[list, list | 
     return feeds, (labels if labels and labels[0] is not None else None), None
 
 
+def _shape_of(value) -> tuple | None:
+    """The shape, or None for what is no array (a ragged list, mixed text and bytes):
+    check_feed then says what is wrong with it."""
+    try:
+        return np.shape(value)
+    except (ValueError, TypeError):  # UnicodeDecodeError is a ValueError
+        return None
+
+
 def _add(arrays: dict, label, decls, dynamic_batch: bool, where: str, feeds, labels) -> None:
     """Append one item: a feed as it is, or (the older iterable of batches) a batch of
     samples cut into feeds when it is not one call but fits as samples."""
-    fits = all(d.name in arrays and _dims_fit(np.shape(arrays[d.name]), d.shape, dynamic_batch)
+    shapes = {name: _shape_of(value) for name, value in arrays.items()}
+    fits = all(shapes.get(d.name) is not None and _dims_fit(shapes[d.name], d.shape, dynamic_batch)
                for d in decls)
-    if not fits and set(arrays) == {d.name for d in decls} and all(np.ndim(arrays[d.name]) for d in decls):
+    if not fits and set(arrays) == {d.name for d in decls} and all(shapes.values()):
         try:
             parts, part_labels, _ = _split(dict(arrays), label, decls, where)
         except DataError:

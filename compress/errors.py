@@ -20,11 +20,21 @@ traceback) and exits 2. Every other exception is a bug and keeps its traceback.
 """
 from __future__ import annotations
 
+import re
+
+# terminal colour and cursor codes that libraries (torch's exporter, rich) put in their
+# messages: printed again inside ours they garble a log file or a CI page
+_TERMINAL_CODES = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
+
 
 class CompressError(Exception):
     """Bad input or an environment problem the user can fix."""
 
     exit_code = 2
+
+    def __init__(self, *args):
+        super().__init__(*(_TERMINAL_CODES.sub("", a) if isinstance(a, str) else a
+                           for a in args))
 
 
 class ConfigError(CompressError):

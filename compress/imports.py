@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import importlib
+import importlib.machinery
 import importlib.util
+import site
 import sys
 from pathlib import Path
 from types import ModuleType
@@ -16,6 +18,27 @@ def _module_file(module_name: str, base_dir: Path) -> Path | None:
     for candidate in (base_dir / relative.with_suffix(".py"), base_dir / relative / "__init__.py"):
         if candidate.is_file():
             return candidate.resolve()
+    return None
+
+
+PRODUCT = Path(__file__).resolve().parents[1]
+_INSTALLED = tuple({sys.prefix, sys.base_prefix, site.getusersitepackages()})
+
+
+def _shadows(module_name: str, base_dir: Path) -> str | None:
+    """What a module file beside the pipeline would replace: a module of the standard
+    library or an installed package of that name (json.py, numpy.py). Loaded, it would
+    take that module's place for the whole run, the product's own imports included."""
+    top = module_name.split(".")[0]
+    if _module_file(top, base_dir) is None:
+        return None
+    if top in sys.stdlib_module_names:
+        return f"the standard library's module '{top}'"
+    if (PRODUCT / top / "__init__.py").is_file():
+        return f"this product's package '{top}'"
+    found = importlib.machinery.PathFinder.find_spec(top)  # installed packages
+    if found is not None and found.origin and found.origin.startswith(_INSTALLED):
+        return f"the installed module '{top}' ({found.origin})"
     return None
 
 
@@ -42,6 +65,11 @@ def _load(module_name: str, base_dir: Path) -> ModuleType:
 def import_callable(spec: str, base_dir: Path, error: type[CompressError], what: str) -> Callable:
     """Import `module.path:attr`, looking in the YAML's directory first, then sys.path."""
     module_name, _, attr = spec.partition(":")
+    shadowed = _shadows(module_name, Path(base_dir))
+    if shadowed:
+        raise error(f"{what}: the module '{module_name}' beside the pipeline file has the name "
+                    f"of {shadowed}, which it would replace for the whole run. Rename the "
+                    f"file (e.g. my_{module_name.split('.')[0]}.py) and the reference to it")
     added = str(base_dir) not in sys.path
     if added:  # for the user module's own imports of its neighbours
         sys.path.insert(0, str(base_dir))

@@ -56,9 +56,12 @@ def tflite_inputs(path) -> list[TensorDecl]:
     return decls
 
 
-def reconcile(declared, actual: list[TensorDecl], what: str) -> tuple[TensorDecl, ...]:
+def reconcile(declared, actual: list[TensorDecl], what: str,
+              real_for_quantized: bool = False) -> tuple[TensorDecl, ...]:
     """The declared inputs checked against the file's (or the file's when none are
-    declared): the same names in order, and no declared size against a fixed one."""
+    declared): the same names in order, the same dtypes (float32 also for a quantized
+    TFLite input, `real_for_quantized`: the runtime quantizes real values), and no
+    declared size against a fixed one."""
     if declared is None:
         return tuple(actual)
     names, have = [d.name for d in declared], [d.name for d in actual]
@@ -67,6 +70,10 @@ def reconcile(declared, actual: list[TensorDecl], what: str) -> tuple[TensorDecl
                          "declare the file's input names in its order, or omit model.inputs "
                          "to read them from the file")
     for mine, theirs in zip(declared, actual):
+        quantized = real_for_quantized and theirs.dtype in ("int8", "uint8", "int16")
+        if mine.dtype != theirs.dtype and not (quantized and mine.dtype == "float32"):
+            raise ModelError(f"model.inputs declares input '{mine.name}' as {mine.dtype} but "
+                             f"{what} takes {theirs.dtype}; declare the dtype the model takes")
         if len(mine.shape) != len(theirs.shape) or any(
                 a is not None and b is not None and a != b
                 for a, b in zip(mine.shape, theirs.shape)):

@@ -22,8 +22,14 @@ def _flatten(out) -> list:
 def torch_call(model, decls, feed: dict, torch) -> list[np.ndarray]:
     """One call of a torch module with a feed (inputs passed in declared order)."""
     args = [torch.from_numpy(np.require(feed[d.name], requirements="C")) for d in decls]
-    return [o.detach().cpu().numpy() if hasattr(o, "detach") else np.asarray(o)
-            for o in _flatten(model(*args))]
+    outputs = _flatten(model(*args))
+    for output in outputs:
+        if not isinstance(output, torch.Tensor):  # nothing an exporter can make an output of
+            from compress.errors import ModelError
+            raise ModelError(f"the model's forward() returns {type(output).__name__} where "
+                             "the pipeline needs tensors (a tensor, or a tuple, list or dict "
+                             "of tensors)")
+    return [o.detach().cpu().numpy() for o in outputs]
 
 
 def run_feeds(model_or_path, decls, feeds: list[dict], nhwc: bool = False) -> list[list]:

@@ -79,6 +79,8 @@ def check_torch_inputs(model, decls, feed: dict) -> None:
     try:
         with torch.no_grad():
             torch_call(model, decls, feed, torch)
+    except ModelError:
+        raise
     except Exception as exc:
         shapes = {name: list(array.shape) for name, array in feed.items()}
         raise ModelError(f"the model fails on one call with inputs shaped {shapes} (as "
@@ -173,12 +175,12 @@ def onnx_precision(proto) -> str:
     return "fp32"
 
 
-def factory_digest(spec, base_dir: Path) -> str:
+def factory_digest(spec, base_dir: Path, what: str | None = None) -> str:
     """Digest of the code of the module that defines a `module:callable` factory (or of a
-    callable given from Python)."""
+    callable given from Python); `what` names the setting in errors."""
     if not isinstance(spec, str):
         return object_digest(spec)
-    factory = import_callable(spec, base_dir, ModelError, spec)
+    factory = import_callable(spec, base_dir, ModelError, what or spec)
     try:
         source = inspect.getsource(inspect.getmodule(factory))
     except (OSError, TypeError):
@@ -186,15 +188,18 @@ def factory_digest(spec, base_dir: Path) -> str:
     return hashlib.sha256(source.encode()).hexdigest()
 
 
-def external_digest(items: tuple[str, ...], pipeline) -> str:
+def external_digest(items: dict[str, object], pipeline) -> str:
     """Digest of the files and factory modules a stage names (see external_inputs)."""
     h = hashlib.sha256()
-    for item in items:
+    for setting, item in items.items():
+        if not isinstance(item, str):  # a factory given from Python
+            h.update(factory_digest(item, pipeline.base_dir).encode())
+            continue
         path = pipeline.resolve(item)
         if path.is_file():
             h.update(sha256_file(path).encode())
         elif ":" in item:
-            h.update(factory_digest(item, pipeline.base_dir).encode())
+            h.update(factory_digest(item, pipeline.base_dir, setting).encode())
         else:
             h.update(f"missing:{item}".encode())
     return h.hexdigest()

@@ -161,6 +161,9 @@ def preflight(model: str, profile_name: str, measure: bool = True,
     except ImportError:
         raise MissingDependency("ai_edge_litert", "ai-edge-litert",
                                 "Reading the ops of a TFLite model") from None
+    if ops.format == "onnx":  # its external data too: the op list reads none of it
+        from compress.onnx_compat import read_graph
+        read_graph(model)
     target = _target(profile, ops.format)
     report = {"model": model, "format": ops.format, "profile": profile.name,
               "accelerator": None, "table": None, "source": None,

@@ -21,11 +21,19 @@ def describe(value) -> str:
     return f"<python object: {kind.__module__}.{kind.__qualname__}>"
 
 
-def _not_text(value):
+def from_yaml(info) -> bool:
+    """Whether the document being validated was read from a YAML file (where a value
+    is never a Python object: a number or a list there is a mistake, not data)."""
+    return bool(info is not None and info.context and info.context.get("yaml"))
+
+
+def _not_text(value, info):
     # a string (or a mapping) in an object's place is a name or settings, never the
     # object: let the union's other members report what is wrong with it
     if isinstance(value, (str, bytes, os.PathLike, dict)) or value is None:
         raise ValueError("expected a Python object here")
+    if from_yaml(info):
+        raise ValueError("expected a name here (a Python object cannot come from YAML)")
     return value
 
 

@@ -103,13 +103,13 @@ def _stage_key(ctx: RunContext, stage, parent: Artifact) -> tuple[str, dict]:
 def _run_one(ctx: RunContext, index: int, stage, parent: Artifact, slug: str,
              artifact_id: str | None, force: bool) -> tuple[str, list[Artifact]]:
     spec = STAGES[stage.type]
-    key, settings = _stage_key(ctx, stage, parent)
 
     def make():
         outputs = spec.run(parent, stage, ctx)
         verify_outputs(outputs, ctx, f"stage {index} ({stage.type})")
         return outputs, stage.type, parent.id, settings
-    try:
+    try:  # the key reads the stage's own code too (a student factory): its errors are its
+        key, settings = _stage_key(ctx, stage, parent)
         return key, _run_stage(ctx, slug, key, make, force, artifact_id=artifact_id)
     except CompressError as exc:
         raise StageError(index, stage.type, str(exc)) from exc
@@ -261,6 +261,7 @@ def _report(ctx: RunContext, produced: tuple, gated: set, strict: bool,
 
 def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = False,
                  quiet: bool = False, config_text: str | None = None) -> Result:
+    crash.set_run_dir(None)  # a crash before this run's folder exists is not logged in the last
     targets, gated = resolve_targets(pipeline)
     pipeline = resolve_inputs(apply_target_defaults(pipeline, targets))
     run_dir = pipeline.run_dir

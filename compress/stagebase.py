@@ -10,12 +10,20 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Optional
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from profiles.validation import refuse_bools_for_numbers
 
 
 class Strict(BaseModel):
-    # A typo in YAML must be an error, never a silently ignored key.
+    # A typo in YAML must be an error, never a silently ignored key; nor is a NaN, an
+    # infinity or `true` a number.
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _numbers_are_numbers(cls, data):
+        return refuse_bools_for_numbers(cls, data)
 
 
 class StageConfig(Strict):
@@ -49,10 +57,10 @@ class StageConfig(Strict):
         """How to give this stage a model it takes, when it was given `given`."""
         return ""
 
-    def external_inputs(self) -> tuple[str, ...]:
-        """Checkpoint paths and `module:callable` factories this stage reads besides its
-        input artifact; their contents (not their names) go into the stage's cache key."""
-        return ()
+    def external_inputs(self) -> dict[str, object]:
+        """{setting: checkpoint path or `module:callable` factory} this stage reads besides
+        its input artifact; their contents (not their names) go into the stage's cache key."""
+        return {}
 
 
 @dataclass(frozen=True)

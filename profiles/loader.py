@@ -7,7 +7,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from profiles.schema import Profile
-from profiles.yamlread import YamlProblem, load
+from profiles.validation import clean_location, field_of, message_of
+from profiles.yamlread import YamlProblem, line_for, line_map, load
 
 BUILTIN_DIR = Path(__file__).parent
 
@@ -40,7 +41,7 @@ def _resolve(name_or_path: str, base_dir: str | None) -> Path:
 def load_profile(name_or_path: str, base_dir: str | None = None) -> Profile:
     path = _resolve(name_or_path, base_dir)
     try:
-        raw, _ = load(path)
+        raw, node = load(path)
     except YamlProblem as exc:
         where = f"{path}:{exc.line}" if exc.line else str(path)
         raise ProfileError(f"{where}: {exc}") from None
@@ -52,5 +53,7 @@ def load_profile(name_or_path: str, base_dir: str | None = None) -> Profile:
         return Profile.model_validate(raw)
     except ValidationError as exc:
         first = exc.errors()[0]
-        field = ".".join(str(p) for p in first["loc"])
-        raise ProfileError(f"{path}: {field}: {first['msg']}") from None
+        loc = clean_location(first["loc"])
+        line = line_for(loc, line_map(node)) if node is not None else None
+        where = f"{path}:{line}" if line else str(path)
+        raise ProfileError(f"{where}: {field_of(loc)}: {message_of(first)}") from None

@@ -7,9 +7,16 @@ from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativ
                       PositiveFloat, PositiveInt, StrictBool, field_validator,
                       model_validator)
 
+from profiles.validation import refuse_bools_for_numbers
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _numbers_are_numbers(cls, data):
+        return refuse_bools_for_numbers(cls, data)
 
 
 class Device(_Strict):
@@ -136,7 +143,8 @@ class Budget(_Strict):
 
 
 class Profile(_Strict):
-    name: str
+    name: str = Field(pattern=r"^[A-Za-z0-9_.@-]+$", description="what reports call the "
+                      "device (letters, digits, _ . @ -)")
     description: str = ""
     device: Device
     runtime: Runtime = Runtime()

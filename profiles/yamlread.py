@@ -102,11 +102,38 @@ def _check_duplicates(root) -> None:
         stack.extend(_children(node))
 
 
+def line_map(node) -> dict:
+    """{path tuple: line number} of every key and list item under `node` (iterative:
+    an aliased node is walked where it is used, bounded by _check_size)."""
+    lines, stack = {}, [(node, ())]
+    while stack:
+        current, path = stack.pop()
+        lines.setdefault(path, current.start_mark.line + 1)
+        if isinstance(current, yaml.MappingNode):
+            for key, value in current.value:
+                lines[path + (key.value,)] = key.start_mark.line + 1
+                stack.append((value, path + (key.value,)))
+        elif isinstance(current, yaml.SequenceNode):
+            stack.extend((item, path + (index,)) for index, item in enumerate(current.value))
+    return lines
+
+
+def line_for(loc: tuple, lines: dict) -> int | None:
+    """The line of the deepest part of `loc` that exists in the file (parts pydantic adds,
+    such as a union member's name, are skipped)."""
+    path: tuple = ()
+    for part in loc:
+        if path + (part,) in lines:
+            path += (part,)
+    return lines.get(path)
+
+
 def load(path: Path):
     """(data, root node or None): the document checked as the module docstring says."""
     text = read_text(path)
-    loader = yaml.SafeLoader(text)
+    loader = None
     try:
+        loader = yaml.SafeLoader(text)  # its reader refuses control characters here
         node = loader.get_single_node()
         if node is None:
             return None, None
@@ -120,4 +147,5 @@ def load(path: Path):
     except RecursionError:
         raise YamlProblem(f"nested more than {MAX_DEPTH} levels deep") from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, Optional
 
-from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
+from pydantic import (Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
+                      model_validator)
 
 from compress.artifacts import artifact_files
 from compress.bench_inputs import custom_score, outputs_path, write_inputs
@@ -45,6 +46,15 @@ class Benchmark(StageConfig):
     artifacts: Optional[tuple[str, ...]] = Field(
         None, description="stage names whose ONNX or TFLite artifacts to measure beside the "
         "FP32 baselines (default: every final artifact, i.e. one no later stage consumed)")
+
+    @model_validator(mode="after")
+    def _can_finish(self):
+        # one measurement times min_seconds / rounds: past timeout_s it could never finish
+        if self.min_seconds / self.rounds >= self.timeout_s:
+            raise ValueError(f"min_seconds {self.min_seconds:g} over {self.rounds} rounds is "
+                             f"{self.min_seconds / self.rounds:g} s per measurement, not under "
+                             f"timeout_s {self.timeout_s:g}: lower min_seconds or raise timeout_s")
+        return self
 
 
 ENGINE_OF_FORMAT = {"onnx": "onnxruntime", "tflite": "litert"}
@@ -184,11 +194,16 @@ def _follow_progress(stream, advance, lines: list[str]) -> None:
             lines.append(line)
 
 
+def runner_env() -> dict:
+    """The environment a local runner starts in: this checkout's runtimes/ importable."""
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+
+
 def measure_in_subprocess(cmd: list, timeout: float, advance, host=None) -> dict:
     """Run the runner (here, or on `host` when `cmd` is that host's ssh command) and
     return its JSON; its '@progress' lines move the progress bar."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+    env = runner_env()
     with tempfile.TemporaryFile("w+") as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
                                 stderr=subprocess.PIPE, text=True, env=env)

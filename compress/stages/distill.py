@@ -84,9 +84,11 @@ class Distill(StageConfig):
     feature_weight: NonNegativeFloat = Field(1.0, description="weight of the feature MSE")
     train: TrainSettings = Field(TrainSettings(), description="the training loop's settings")
 
-    def external_inputs(self) -> tuple[str, ...]:
-        models = [m for m in (self.teacher, self.student) if not isinstance(m, str)]
-        return tuple(item for m in models for item in (m.factory, m.checkpoint) if item)
+    def external_inputs(self) -> dict[str, object]:
+        models = {role: m for role, m in (("teacher", self.teacher), ("student", self.student))
+                  if not isinstance(m, str)}
+        return {f"{role}.{key}": item for role, m in models.items()
+                for key, item in (("factory", m.factory), ("checkpoint", m.checkpoint)) if item}
 
     def formats(self) -> dict[str, str]:
         return {"torch": "torch"}

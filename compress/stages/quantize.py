@@ -21,6 +21,18 @@ from export import presets
 
 PRECISION = {"int8-static": "int8", "int8-dynamic": "int8", "int8-qat": "int8",
              "int4-weight-only": "int4", "fp16": "fp16"}
+# Settings that mean something for some schemes only: set on another, they would be
+# silently ignored, so they are an error (a setting absent here applies to every scheme).
+ONLY_FOR = {
+    **dict.fromkeys(("calibration", "percentile", "entropy_bins", "bias_correction",
+                     "bias_correction_samples", "weights", "symmetric_activations",
+                     "symmetric_weights", "quantize_bias", "qnn"), ("int8-static",)),
+    **dict.fromkeys(("force", "activation_matmuls"), ("int8-dynamic",)),
+    **dict.fromkeys(("block_size", "symmetric", "algorithm", "accuracy_level",
+                     "quantize_embeddings"), ("int4-weight-only",)),
+    "activations": ("int8-static", "int8-dynamic"), "keep_io_types": ("fp16",),
+    "train": ("int8-qat",), "samples": ("int8-static", "int4-weight-only"),
+}
 # A TFLite model is quantized by ai-edge-quantizer: scheme -> its mode (compress/quant/tflite.py)
 TFLITE_MODES = {"int8-static": "int8", "int8-dynamic": "dynamic-int8", "fp16": "fp16"}
 # Layers the accuracy-aware search may keep in float, per scheme.
@@ -152,6 +164,20 @@ class Quantize(StageConfig):
                 and self.scheme != "int8-static":
             raise ValueError("max_drop with backend neural-compressor is its autotune, which "
                              "tunes int8-static; for int4 use backend onnxruntime")
+        return self
+
+    @model_validator(mode="after")
+    def _settings_mean_something(self):
+        ignored = [name for name in sorted(self.model_fields_set)
+                   if self.scheme not in ONLY_FOR.get(name, (self.scheme,))]
+        if ignored:
+            which = "; ".join(f"{n} is for {' or '.join(ONLY_FOR[n])}" for n in ignored)
+            raise ValueError(f"setting(s) that do nothing with scheme {self.scheme}: {which}. "
+                             "Remove them")
+        if "percentile" in self.model_fields_set and self.calibration != "percentile" or \
+                "entropy_bins" in self.model_fields_set and self.calibration != "entropy":
+            raise ValueError("percentile goes with `calibration: percentile`, entropy_bins "
+                             "with `calibration: entropy`")
         return self
 
     @model_validator(mode="after")

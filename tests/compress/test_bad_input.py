@@ -10,6 +10,7 @@ Cases that only a look at the YAML (and profiles) can catch are also checked wit
 from __future__ import annotations
 
 import importlib.util
+import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +21,9 @@ import yaml
 
 from tests.conftest import pipeline_dict, run_cli, write_pipeline
 
-# 49 cases, ~55 CLI runs (most import torch): ~2 min in all, checkpoint training included.
+# 54 cases, ~60 CLI runs (most import torch): ~1 min on 2 cores, checkpoint training aside.
+# The rest of the corpus runs in-process: test_bad_input_inprocess.py (the pipeline CLI)
+# and test_bad_input_runner.py (`python -m runtimes bench`).
 pytestmark = pytest.mark.slow
 
 # Loaders a user could plausibly get wrong, written next to the pipeline as baddata.py.
@@ -53,6 +56,7 @@ class Case:
     validate: bool = False               # `compress validate` must reject it too
     during_run: bool = False             # found by a stage: the stages before it stay
     marks: tuple = field(default_factory=tuple)
+    category: str = ""                   # set from CATEGORIES below (yaml, model, data, ...)
 
 
 # --- builders ----------------------------------------------------------------------
@@ -369,7 +373,7 @@ CASES = [
          ("targets.0: unknown profile 'raspberry-pi-9'", "Known profiles:", "host-cpu"),
          validate=True),
     Case("profile-invalid-field", _bad_profile_file,
-         ("targets.0:", "my-board.yaml: budget.latency_p90_ms: Input should be a valid number"),
+         ("targets.0:", "my-board.yaml:4: budget.latency_p90_ms: Input should be a valid number"),
          validate=True),
     Case("int8-static-without-calibration", _no_calibration,
          ("stage 2 (quantize, int8-static) needs data.calibration",)),
@@ -438,7 +442,7 @@ CASES = [
          ("stages.0:", "rpi4 wants int8", "my-board wants fp16", "set `mode` on this stage"),
          validate=True),
     Case("profile-unknown-engine", _unknown_engine,
-         ("my-board.yaml: runtime.engines.0:", "'onnxruntime' or 'litert'"), validate=True),
+         ("my-board.yaml:13: runtime.engines.0:", "'onnxruntime' or 'litert'"), validate=True),
     Case("tflite-int8-from-profile-without-calibration", _int8_from_profile_without_calibration,
          ("stage 1 (export.tflite, int8, preset arm64) needs data.calibration",)),
     Case("tflite-source-corrupt", _corrupt_tflite_source,
@@ -452,9 +456,81 @@ CASES = [
 ]
 
 
+def _user_module(module: str, source: str, where: str) -> Callable[[Path], Path]:
+    """A user module next to the pipeline, named as the factory, a loader or the metric."""
+    def build(project: Path) -> Path:
+        (project / f"{module}.py").write_text(textwrap.dedent(source))
+        data = pipeline_dict(stages=[{"type": "export.onnx"}], targets=[])
+        if where == "model":
+            data["model"]["torch"] = {"factory": f"{module}:f"}
+        elif where == "metric":
+            data["data"]["metric"] = {"type": "custom", "function": f"{module}:f"}
+        else:
+            data["data"][where] = f"{module}:f"
+        return write_pipeline(project, data)
+    return build
+
+
+SHADOW_JSON = """\
+    import numpy as np
+
+    def f():
+        return {"image": np.random.rand(8, 1, 8, 8).astype(np.float32)}
+    """
+
+# Cases that need a fresh interpreter: user code that exits or replaces modules at import.
+CASES += [
+    Case("factory-sys-exit-at-import", _user_module("mymodel", "import sys\nsys.exit(3)\n",
+                                                    "model"),
+         ("model.torch.factory: importing module 'mymodel' failed: SystemExit: 3",)),
+    Case("loader-sys-exit-at-import", _user_module("baddata", "raise SystemExit('bye')\n",
+                                                   "calibration"),
+         ("data.calibration: importing module 'baddata' failed: SystemExit: bye",)),
+    Case("metric-sys-exit-at-import", _user_module("mymetric", "import sys\nsys.exit()\n",
+                                                   "metric"),
+         ("data.metric.function: importing module 'mymetric' failed: SystemExit",)),
+    Case("loader-import-error-at-import", _user_module(
+        "baddata", "import pandas_that_is_not_installed\n", "calibration"),
+         ("cannot import module 'baddata'", "pandas_that_is_not_installed")),
+    # A loader module next to the pipeline named like a module the product imports
+    # (json.py): it replaces sys.modules['json'] and the run crashes later.
+    Case("loader-module-shadows-stdlib", _user_module("json", SHADOW_JSON, "calibration"),
+         ("json",)),
+]
+
+# Values beyond float32's range in float64 data: numpy's RuntimeWarning is printed before
+# the error, and the error says NaN or infinity where the data holds neither.
+CASES += [
+    Case("loader-data-overflows-float32", _user_module(
+        "baddata", "import numpy as np\n\ndef f():\n"
+        "    return {'image': np.full((4, 1, 8, 8), 1e300)}\n", "calibration"),
+         ("data.calibration", "float32")),
+]
+
+CATEGORIES = {
+    "yaml": ("yaml-",), "pipeline": ("unknown-top-level", "missing-model",
+                                     "pipeline-file-missing"),
+    "model": ("checkpoint-", "factory-", "declared-shape"), "onnx": ("onnx-",),
+    "tflite": ("tflite-",), "data": ("data-", "loader-", "accuracy-without"),
+    "metric": ("metric-",), "targets": ("unknown-profile", "profile-", "provider-"),
+    "stages": ("unknown-stage", "wrong-type", "int8-", "int4-", "stage-", "max-drop",
+               "backend-", "neural-", "gptq", "hqq", "qat-", "tflite-int8"),
+}
+
+
+def _category(case: Case) -> str:
+    for category, prefixes in CATEGORIES.items():
+        if case.id.startswith(prefixes):
+            return category
+    return "stages"
+
+
+CASES = [Case(**{**case.__dict__, "category": _category(case)}) for case in CASES]
+
+
 def _params():
     for case in CASES:
-        yield pytest.param(case, id=case.id, marks=case.marks)
+        yield pytest.param(case, id=f"{case.category}:{case.id}", marks=case.marks)
 
 
 @pytest.mark.parametrize("case", _params())
@@ -488,6 +564,26 @@ def test_bad_input_fails_cleanly(project: Path, case: Case):
             assert expected in check.stderr, f"{expected!r} not in: {check.stderr}"
 
 
+def _sibling(name: str):
+    """Another corpus file of this folder, loaded under a private name."""
+    import importlib.util
+    path = Path(__file__).with_name(name)
+    spec = importlib.util.spec_from_file_location(f"_corpus_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up there
+    spec.loader.exec_module(module)
+    return module
+
+
 def test_corpus_is_large_enough():
-    assert len(CASES) >= 15
+    """This file's subprocess cases, the in-process cases and the runner's: at least 150
+    distinct ids, spread over every part of the input."""
+    inprocess = _sibling("test_bad_input_inprocess.py").CASES
+    runner = _sibling("test_bad_input_runner.py").corpus_ids()
+    ids = ([f"run-{c.id}" for c in CASES] + [f"inprocess-{c.id}" for c in inprocess] + runner)
+    assert len(set(ids)) == len(ids)
     assert len({case.id for case in CASES}) == len(CASES)
+    assert len(ids) >= 150, len(ids)
+    categories = {c.category for c in CASES} | {c.category for c in inprocess}
+    assert categories >= {"yaml", "pipeline", "model", "onnx", "tflite", "data", "metric",
+                          "stages", "targets", "profiles", "ssh", "cli"}, categories

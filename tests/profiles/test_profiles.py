@@ -118,7 +118,7 @@ def test_profiles_pick_their_engines():
 def test_an_engine_listed_twice_is_an_error(tmp_path):
     path = tmp_path / "twice.yaml"
     path.write_text("name: twice\ndevice: {arch: any}\nruntime: {engines: [litert, litert]}\n")
-    with pytest.raises(ProfileError, match="runtime.engines: Value error, list each engine once"):
+    with pytest.raises(ProfileError, match="twice.yaml:3: runtime.engines: list each engine once"):
         load_profile(str(path))
 
 
