@@ -17,6 +17,7 @@ from compress.config_model import (CALLABLE_NAME, DTYPES, ModelSpec, TensorDecl,
                                    TorchSource)
 from compress.config_targets import TargetSpec
 from compress.errors import ConfigError
+from compress.quant.schemes import SCHEMES, scheme_of_setting
 from compress.stage_graph import GraphProblem, check_graph
 from compress.stagebase import STAGES, Strict
 from compress.yamlsource import line_for, load_yaml_with_lines
@@ -108,21 +109,40 @@ class Pipeline(Strict):
         return self.resolve(self.output) / self.name
 
 
+def _tag_error(error: dict, loc: tuple) -> tuple[tuple, str]:
+    """A union's tag missing or unknown: a stage's `type`, or a quantize stage's `scheme`."""
+    key = error["ctx"]["discriminator"].strip("'")
+    known = sorted(STAGES) if key == "type" else sorted(SCHEMES)
+    what = "stage type" if key == "type" else "scheme"
+    if error["type"] == "union_tag_not_found":
+        return (*loc, key), f"required key is missing: give `{key}:`, one of {', '.join(known)}"
+    return (*loc, key), (f"unknown {what} '{error['ctx']['tag']}'. Known {what}s: "
+                         f"{', '.join(known)}")
+
+
+def _scheme_parts(loc: tuple) -> tuple[tuple, str | None]:
+    """The location without a quantize stage's scheme (pydantic names the union member
+    chosen), and that scheme."""
+    for index, part in enumerate(loc[:-1]):
+        if part == "quantize" and loc[index + 1] in SCHEMES:
+            return loc[:index + 1] + loc[index + 2:], loc[index + 1]
+    return loc, None
+
+
 def _format_error(error: dict, file: str | None, lines: dict) -> ConfigError:
-    loc = clean_location(error["loc"])
+    loc, scheme = _scheme_parts(clean_location(error["loc"]))
     message = message_of(error)
-    if error["type"] == "union_tag_invalid":
-        message = (f"unknown stage type '{error['ctx']['tag']}'. Known stage types: "
-                   f"{', '.join(sorted(STAGES))}")
+    if error["type"] in ("union_tag_invalid", "union_tag_not_found"):
+        loc, message = _tag_error(error, loc)
+    elif error["type"] == "extra_forbidden" and scheme and scheme_of_setting(str(loc[-1])):
+        *others, last = scheme_of_setting(str(loc[-1]))
+        message = (f"a setting of {', '.join(others) + ' or ' if others else ''}{last}, not of "
+                   f"{scheme}: remove it (or change the scheme)")
     elif error["type"] == "string_pattern_mismatch" and \
             error["ctx"]["pattern"] == CALLABLE_NAME:
         message = (f"{error['input']!r} is not `module:function`: the module beside the "
                    "pipeline file (or on PYTHONPATH), a colon, then the name in it "
                    "(e.g. model:build)")
-    elif error["type"] == "union_tag_not_found":
-        loc = (*loc, "type")
-        message = f"required key is missing: every stage names its type, one of " \
-                  f"{', '.join(sorted(STAGES))}"
     elif error["type"] == "stage_reference":  # raised on the whole pipeline: point at the stage
         loc = ("stages", error["ctx"]["index"], error["ctx"]["key"])
     return ConfigError(message, file=file, line=line_for(loc, lines), field=field_of(loc))

@@ -2,8 +2,8 @@
 
 A stage is a frozen pydantic config with a `type` tag plus one function
 `run(input_artifact, config, ctx) -> list of artifacts`. The YAML is the Python API
-serialised: `Quantize(scheme="int8-static")` and `{type: quantize, scheme: int8-static}`
-are the same object.
+serialised: `Int8Static(calibration="entropy")` and `{type: quantize, scheme: int8-static,
+calibration: entropy}` are the same object.
 """
 from __future__ import annotations
 
@@ -74,9 +74,10 @@ class StageSpec:
 STAGES: dict[str, StageSpec] = {}
 
 
-def register(config_cls: type, produces_artifacts: bool = True):
-    """Decorator: `@register(QuantizeConfig)` over the stage's run function."""
-    tag = config_cls.model_fields["type"].default
+def register(config_cls, produces_artifacts: bool = True, tag: str | None = None):
+    """Decorator: `@register(QuantizeConfig)` over the stage's run function; `tag` for a
+    stage whose config is a union of classes (quantize: one class per scheme)."""
+    tag = tag or config_cls.model_fields["type"].default
 
     def decorate(fn: Callable) -> Callable:
         STAGES[tag] = StageSpec(tag, config_cls, fn, produces_artifacts)

@@ -191,7 +191,7 @@ def qdq_summary(path: Path) -> dict:
 
 
 def _bias_correction(float_model: Path, target: Path, feeds: list[dict], config, ctx) -> dict:
-    from compress.bias_correction import correct_biases
+    from compress.quant.bias_correction import correct_biases
 
     picks = np.unique(np.linspace(0, len(feeds) - 1,
                                   min(config.bias_correction_samples, len(feeds))).astype(int))

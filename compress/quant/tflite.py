@@ -25,7 +25,7 @@ def _bias_correction(fp32: Path, target: Path, calibration: list[dict], samples:
                      ctx) -> dict:
     import numpy as np
 
-    from export.tflite_bias_correction import correct_biases
+    from compress.quant.tflite_bias_correction import correct_biases
     picks = np.unique(np.linspace(0, len(calibration) - 1,
                                   min(samples, len(calibration))).astype(int))
     feeds = [calibration[i] for i in picks]
@@ -75,10 +75,11 @@ def quantize_stage(artifact, config, ctx, mode: str, precision: str):
     """A TFLite model quantized by ai-edge-quantizer, checked against the float file."""
     source, target = ctx.path(artifact), ctx.out_dir / "model.tflite"
     ctx.progress.note(f"quantizing the TFLite model ({mode}, ai-edge-quantizer)")
+    calibrated = {"samples": config.samples,  # full int8 only (int8-static)
+                  "bias_correction_samples": config.bias_correction_samples} \
+        if mode == "int8" else {}
     meta = quantize_file(source, target, mode, ctx, {
-        "samples": config.samples, "channels_last": False,
-        "bias_correction": config.corrects_biases("tflite"),
-        "bias_correction_samples": config.bias_correction_samples,
+        **calibrated, "channels_last": False, "bias_correction": config.corrects_biases("tflite"),
         "purpose": f"quantize {config.scheme} of a TFLite model"})
     from compress.artifacts import Output
     from compress.model_run import run_feeds

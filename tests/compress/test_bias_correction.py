@@ -5,7 +5,7 @@ import numpy as np
 import onnx
 
 import compress
-from compress.bias_correction import _channel_means, _correctable_layers, correct_biases
+from compress.quant.bias_correction import _channel_means, _correctable_layers, correct_biases
 from tests.conftest import pipeline_dict, write_pipeline
 
 

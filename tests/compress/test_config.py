@@ -4,7 +4,7 @@ import pytest
 
 from compress.config import Pipeline, load_pipeline, parse_pipeline
 from compress.errors import ConfigError
-from compress.stages.quantize import Quantize
+from compress.stages.quantize_schemes import Int8Static
 from tests.conftest import QUICKSTART, pipeline_dict, run_cli
 
 
@@ -19,7 +19,7 @@ def test_quickstart_pipeline_is_valid():
 def test_python_objects_are_the_yaml_objects():
     from_yaml = parse_pipeline(pipeline_dict())
     built = Pipeline(**{**pipeline_dict(), "stages": [
-        {"type": "export.onnx"}, Quantize(scheme="int8-static"),
+        {"type": "export.onnx"}, Int8Static(),
         {"type": "benchmark", "warmup": 2, "runs": 20}]})
     assert built.model_dump() == from_yaml.model_dump()
 
@@ -80,3 +80,23 @@ def test_schema_command_prints_json_schema():
 def test_validate_command(tmp_path):
     assert run_cli("validate", QUICKSTART / "pipeline.yaml").returncode == 0
     assert run_cli("profiles").returncode == 0
+
+
+def test_every_scheme_is_registered_with_a_back_end():
+    from compress.quant.schemes import SCHEMES
+    from compress.stages.quantize_schemes import SCHEME_CONFIGS
+    assert set(SCHEMES) == {cls.model_fields["scheme"].default for cls in SCHEME_CONFIGS}
+    for spec in SCHEMES.values():
+        assert spec.onnx or spec.torch, spec.name
+        assert spec.precision in ("int8", "int4", "fp16")
+
+
+@pytest.mark.parametrize("setting, value, scheme, says", [
+    ("calibration", "entropy", "int8-dynamic", "a setting of int8-static, not of int8-dynamic"),
+    ("block_size", 64, "int8-static", "a setting of int4-weight-only, not of int8-static"),
+    ("train", {"epochs": 1}, "fp16", "a setting of int8-qat, not of fp16"),
+    ("keep_io_types", False, "int8-qat", "a setting of fp16, not of int8-qat")])
+def test_a_setting_of_another_scheme_names_the_schemes_that_have_it(setting, value, scheme, says):
+    stages = [{"type": "quantize", "scheme": scheme, setting: value}]
+    with pytest.raises(ConfigError, match=f"stages.0.quantize.{setting}: {says}"):
+        parse_pipeline({"name": "t", "model": {"onnx": "m.onnx"}, "stages": stages})

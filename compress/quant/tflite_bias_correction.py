@@ -1,6 +1,6 @@
 """Sequential empirical bias correction for full-int8 TFLite models.
 
-The same method as compress/bias_correction.py applies to ONNX QDQ models (Nagel et al.,
+The same method as compress/quant/bias_correction.py applies to ONNX QDQ models (Nagel et al.,
 "Data-Free Quantization", 2019): quantization shifts the mean of every convolution's
 output a little, the shifts add up through a deep network and flip near-tied top-1
 classes. We measure each layer's per-channel output mean in the float .tflite model and

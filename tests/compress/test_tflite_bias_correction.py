@@ -9,8 +9,8 @@ import pytest
 
 pytest.importorskip("ai_edge_litert", reason="ai-edge-litert is not installed")
 
-from export.tflite_bias_correction import (_interpreter, _invoke, _mean_error,  # noqa: E402
-                                           correct_biases, correctable_layers)
+from compress.quant.tflite_bias_correction import (_interpreter, _invoke, _mean_error,  # noqa: E402
+                                                   correct_biases, correctable_layers)
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart"
