@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from collections import Counter
 from pathlib import Path
 
@@ -107,18 +106,25 @@ def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple 
     once per attempt): the first call calibrates and writes it, later ones read it."""
     from onnxruntime.quantization import (CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
+    from compress.quant.int8_steps import OWN_RANGES, correct_biases, equalized, own_ranges
     data = ctx.require_dataset("calibration", "int8-static quantization")
     feeds = data.take(config.samples)
     usable = len(feeds)
-    method = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
-              "percentile": CalibrationMethod.Percentile}[config.calibration]
+    # our own estimators hand their ranges over as a MinMax calibration cache
+    method = {"entropy": CalibrationMethod.Entropy, "percentile": CalibrationMethod.Percentile
+              }.get(config.calibration, CalibrationMethod.MinMax)
     act = QuantType[QUANT_TYPES[config.activations]]
     weight = QuantType[QUANT_TYPES[config.weights]]
     excluded = list(config.exclude_nodes) + list(exclude)
+    source, equalization = equalized(source, config, target.parent)
     extra, more = _static_options(source, config, act, weight, excluded)
     shared = ranges is not None
     ranges = ranges or target.parent / "calibration_ranges.json"
     calibrated = ranges.is_file()
+    meta = {"calibration": config.calibration, "calibration_samples": usable}
+    if not calibrated and config.calibration in OWN_RANGES:
+        meta.update(own_ranges(source, feeds, config, ranges))
+        calibrated = True
     task = (contextlib.nullcontext(lambda *a, **k: None) if calibrated else
             ctx.progress.task(f"calibrating ({config.calibration}, {usable} feeds)", usable))
     with task as advance:
@@ -135,10 +141,11 @@ def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple 
                         calibration_cache_path=ranges, **more)
     if not shared:
         ranges.unlink(missing_ok=True)
-    meta = {"calibration": config.calibration, "calibration_samples": usable}
-    if config.corrects_biases("onnx"):
-        meta["bias_correction"] = _bias_correction(source, target, feeds, config, ctx)
-    return meta
+    corrected = correct_biases(source, target, feeds, config, ctx)
+    if equalization is not None:
+        meta["equalization"] = equalization
+        source.unlink()
+    return {**meta, **({"bias_correction": corrected} if corrected else {})}
 
 
 # the stage's type names -> onnxruntime's QuantType members
@@ -188,17 +195,6 @@ def qdq_summary(path: Path) -> dict:
             "int32_biases": biases, "symmetric_activations": symmetric(act_points),
             "symmetric_weights": symmetric(weight_points), "weight_range": [low, high],
             "qdq_domains": sorted(domains)}
-
-
-def _bias_correction(float_model: Path, target: Path, feeds: list[dict], config, ctx) -> dict:
-    from compress.quant.bias_correction import correct_biases
-
-    picks = np.unique(np.linspace(0, len(feeds) - 1,
-                                  min(config.bias_correction_samples, len(feeds))).astype(int))
-    chosen = [feeds[i] for i in picks]
-    with ctx.progress.task(f"bias correction ({len(chosen)} feeds)", None) as advance:
-        return correct_biases(float_model, target, chosen, threads=os.cpu_count() or 1,
-                              advance=advance)
 
 
 def _entropy_ranges(source: Path, reader: _Reader, config, cache: Path) -> None:

@@ -43,6 +43,8 @@ def _unsupported(config) -> str | None:
             return f"activations {config.activations}"
         if config.corrects_biases("onnx"):
             return "bias_correction"
+        if config.equalize or config.calibration in ("mean_minmax", "mse"):
+            return "equalize" if config.equalize else f"calibration {config.calibration}"
     return None
 
 

@@ -120,8 +120,15 @@ class Int8Static(_Int8):
     scheme: Literal["int8-static"] = Field(
         "int8-static", description="int8-static: QDQ with calibrated activations (CNNs)")
     backend: Literal["onnxruntime", "neural-compressor"] = _BACKEND
-    calibration: Literal["minmax", "entropy", "percentile"] = Field(
-        "minmax", description="how activation ranges are chosen from the calibration data")
+    calibration: Literal["minmax", "entropy", "percentile", "mean_minmax", "mse"] = Field(
+        "minmax", description="how activation ranges are chosen from the calibration data: "
+        "minmax (onnxruntime's), entropy, percentile, mean_minmax (mean over feeds of each "
+        "feed's min and max) or mse (the range that minimises uint8 quantization error); "
+        "minmax was the only one never clearly worse on the corpus (docs/int8.md)")
+    equalize: bool = Field(
+        False, description="cross-layer equalization first (Conv pairs joined by ReLU and "
+        "the like; not through ReLU6): for ReLU networks with very unequal channel ranges, "
+        "per-tensor weights above all")
     percentile: float = Field(99.999, gt=90, lt=100, description="for calibration: percentile")
     entropy_bins: PositiveInt = Field(2048, description="histogram bins for entropy calibration")
     samples: PositiveInt = Field(256, description="calibration samples to use (at most)")
@@ -142,20 +149,30 @@ class Int8Static(_Int8):
     qnn: bool = Field(
         False, description="onnxruntime's QNN config (get_qnn_qdq_config): the per-op type "
         "overrides Qualcomm's HTP needs")
-    # By format, as measured on the conformance corpus (docs/conformance.md): on ONNX QDQ it
-    # lowered fidelity on the YOLOv8n detector (SQNR 29.4 -> 26.8 dB) and the orientation
-    # classifier (32.6 -> 24.9 dB) and took 15-50x longer than quantizing (it helped
-    # EfficientNet-Lite0); on full-int8 TFLite it helped CREPE (24.5 -> 25.5 dB) and
+    # Measured on the conformance corpus (docs/int8.md): the fast correction lifted
+    # EfficientNet-Lite0 (top-1 agreement 0.924 -> 0.971) and YOLOv8n (+2.1 dB) and cost
+    # ddddocr's detector 1.5 dB, which the check on the calibration feeds catches; the
+    # sequential one lowered YOLOv8n (29.4 -> 26.8 dB) and the orientation classifier and
+    # took 6-14x longer. On full-int8 TFLite the (sequential) correction helped CREPE and
     # EfficientNet-Lite0.
-    bias_correction: Optional[bool] = Field(
-        None, description="sequential empirical bias correction of every Conv/Gemm (undoes "
-        "the mean shift quantization adds, layer by layer); default: off for ONNX, on for a "
-        "TFLite model (measured per format, docs/conformance.md)")
+    bias_correction: Optional[Union[bool, Literal["fast", "sequential"]]] = Field(
+        None, description="undo the output mean shift quantization adds to every Conv/Gemm. "
+        "Default (unset): ONNX: the fast correction (one float pass), kept only where it "
+        "raises the output SQNR on the calibration feeds; TFLite: on. true: ONNX fast, always; "
+        "sequential: layer by layer with the quantized model (slow); false: off")
     bias_correction_samples: PositiveInt = Field(
         128, description="calibration samples used for bias correction (spread evenly)")
 
     def corrects_biases(self, fmt: str) -> bool:
-        return self.bias_correction if self.bias_correction is not None else fmt == "tflite"
+        """Asked for, or (TFLite) on by default; ONNX's default is bias_method's check."""
+        return self.bias_correction not in (None, False) or (
+            self.bias_correction is None and fmt == "tflite")
+
+    def bias_method(self) -> Optional[str]:
+        """For an ONNX model: None (off), fast, checked (fast, kept where it helps) or
+        sequential."""
+        return {None: "checked", False: None, True: "fast"}.get(self.bias_correction,
+                                                                 self.bias_correction)
 
     def required_data(self) -> tuple[str, ...]:
         return ("calibration",) + super().required_data()

@@ -2,6 +2,7 @@
 import shutil
 
 import numpy as np
+import pytest
 import onnx
 
 import compress
@@ -40,9 +41,14 @@ def test_correction_moves_quantized_layer_means_onto_the_float_ones(project, tmp
     assert all(a <= b + 1e-3 for a, b in zip(after, before))
 
 
-def test_quantize_stage_reports_the_correction(project):
-    stages = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static",
-                                        "bias_correction": True, "bias_correction_samples": 16}]
+@pytest.mark.parametrize("asked, method, count", [
+    (True, "fast", "feeds"), ("sequential", "sequential", "samples"), (None, "fast", "feeds")])
+def test_quantize_stage_reports_the_correction(project, asked, method, count):
+    quantize = {"type": "quantize", "scheme": "int8-static", "bias_correction_samples": 16,
+                **({"bias_correction": asked} if asked is not None else {})}
+    stages = [{"type": "export.onnx"}, quantize]
     result = compress.run(write_pipeline(project, pipeline_dict(stages=stages, targets=[])))
     meta = result.artifacts[-1].meta["bias_correction"]
-    assert meta["layers_corrected"] == 4 and meta["samples"] == 16
+    assert meta["method"] == method and meta["layers_corrected"] == 4 and meta[count] == 16
+    if asked is None:  # the default: checked on the calibration feeds, the verdict recorded
+        assert meta["kept"] == (meta["sqnr_db_with"] > meta["sqnr_db_without"])

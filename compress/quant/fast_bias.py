@@ -1,0 +1,208 @@
+"""Bias correction from one pass of the float model (the fast variant of Nagel et al.'s
+empirical bias correction, as NNCF's FastBiasCorrection does it).
+
+Quantization moves the mean of every quantized Conv / Gemm output: its weights are
+rounded (W_q instead of W) and, with `activations=True`, its input is too (Q(x): the
+layer's own QuantizeLinear scale, zero point and clipping). For a layer that is linear
+in its input, the expected output shift is
+
+    shift = W_q . E[Q(x)] - W . E[x]        (activations=False: (W_q - W) . E[x])
+
+with E[.] the per-input-channel mean over the feeds and the spatial positions of the
+layer's input in the FLOAT model. Subtracting the shift from the bias (the int32 bias
+behind its DequantizeLinear, rounded to its scale, or a float bias) puts the quantized
+layer's output mean back on the float one. One run of the float model gives every
+layer's input mean; no quantized model is run.
+
+Measured (64 calibration feeds, minmax ranges, U8S8 per-channel): EfficientNet-Lite0
+top-1 agreement 0.924 -> 0.971 and output SQNR +4.5 dB in 1.3 s (the sequential version:
+0.952, +4.3 dB, 7.8 s with 16 feeds); YOLOv8n +2.1 dB on the anchors it detects with;
+ddddocr's detector -1.5 dB. Leaving out the input term lost 2-4 dB on YOLOv8n.
+
+Approximations, each the price of the single pass:
+  - zero padding: outputs at the border see zeros where the formula assumes E[x], so
+    the shift there is off by the kernel taps that fall on the padding (a small
+    fraction of the positions, except on tiny feature maps);
+  - every layer is corrected from float inputs, independently; the sequential version
+    (compress/quant/bias_correction.py) measures each layer's input in the already
+    quantized and corrected network, at one run of the quantized model per layer.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+CORRECTABLE = ("Conv", "Gemm")
+
+
+@dataclass(frozen=True)
+class BiasReport:
+    layers_corrected: int
+    layers_skipped: int    # quantized Conv/Gemm without a bias or a float counterpart
+    feeds: int
+    largest_shift: float   # the largest per-channel output mean shift removed
+    seconds: float
+
+
+@dataclass(frozen=True)
+class _Layer:
+    node: object                       # the Conv / Gemm of the QDQ model
+    weight_q: np.ndarray               # its dequantized weight, W_q
+    bias: str                          # the bias initializer to rewrite
+    bias_scale: np.ndarray | None      # int32 bias scale; None for a float bias
+    input_q: tuple | None              # (scale, zero point) of its input's quantization
+
+
+def _array(inits: dict, name: str) -> np.ndarray:
+    from onnx import numpy_helper
+    return numpy_helper.to_array(inits[name])
+
+
+def _dequantize(node, inits: dict) -> np.ndarray:
+    q = _array(inits, node.input[0]).astype(np.float64)
+    scale = _array(inits, node.input[1]).astype(np.float64)
+    zero = (_array(inits, node.input[2]).astype(np.float64)
+            if len(node.input) > 2 and node.input[2] else np.zeros_like(scale))
+    if scale.ndim == 1 and scale.size > 1:  # per channel along `axis`
+        axis = next((a.i for a in node.attribute if a.name == "axis"), 1) % q.ndim
+        shape = [1] * q.ndim
+        shape[axis] = -1
+        scale, zero = scale.reshape(shape), zero.reshape(shape)
+    return (q - zero) * scale
+
+
+def _const_dq(name: str, producer: dict, inits: dict):
+    """The DequantizeLinear producing `name` from initializers only, or None."""
+    node = producer.get(name)
+    if node is None or node.op_type != "DequantizeLinear":
+        return None
+    return node if all(n in inits for n in node.input if n) else None
+
+
+def _input_quantization(name: str, producer: dict, inits: dict) -> tuple | None:
+    """(scale, zero point) of the DequantizeLinear feeding a layer, or None."""
+    node = producer.get(name)
+    if node is None or node.op_type != "DequantizeLinear" or node.input[1] not in inits \
+            or _array(inits, node.input[1]).size != 1:  # activations: one scale per tensor
+        return None
+    zero = (_array(inits, node.input[2]) if len(node.input) > 2 and node.input[2]
+            else np.uint8(0))  # onnxruntime's default zero point type
+    return _array(inits, node.input[1]), zero
+
+
+def _layer(node, producer: dict, inits: dict) -> _Layer | None:
+    """The correctable quantized layer at `node`, or None."""
+    if (node.op_type not in CORRECTABLE or len(node.input) < 3 or not node.input[2]
+            or any(a.name == "transA" and a.i for a in node.attribute)):
+        return None
+    weight, bias_dq = (_const_dq(n, producer, inits) for n in node.input[1:3])
+    if weight is None:
+        return None  # a layer kept in float
+    if bias_dq is not None:
+        bias, bias_scale = bias_dq.input[0], _array(inits, bias_dq.input[1]).astype(np.float64)
+    elif node.input[2] in inits:
+        bias, bias_scale = node.input[2], None
+    else:
+        return None
+    return _Layer(node, _dequantize(weight, inits), bias, bias_scale,
+                  _input_quantization(node.input[0], producer, inits))
+
+
+def _fake_quantize(x: np.ndarray, scale: np.ndarray, zero: np.ndarray) -> np.ndarray:
+    info = np.iinfo(zero.dtype)
+    q = np.clip(np.round(x / scale) + zero.astype(np.float64), info.min, info.max)
+    return (q - zero.astype(np.float64)) * scale
+
+
+def _channel_mean(x: np.ndarray) -> np.ndarray:
+    return x.mean(axis=tuple(i for i in range(x.ndim) if i != 1), dtype=np.float64)
+
+
+def _input_means(float_model, inputs: list[str], layers: list[_Layer], feeds: list[dict],
+                 threads: int | None) -> tuple[list, list]:
+    """Per layer: E[x] and E[Q(x)] per input channel over `feeds` (the float model's
+    input of that layer, and the same quantized as the QDQ model quantizes it)."""
+    from compress.quant.float_probe import tensor_values
+
+    plain, quantized = [0.0] * len(layers), [0.0] * len(layers)
+    for values in tensor_values(float_model, inputs, feeds, threads):
+        for i, (name, layer) in enumerate(zip(inputs, layers)):
+            x = values[name].astype(np.float64)
+            plain[i] = plain[i] + _channel_mean(x) / len(feeds)
+            seen = _fake_quantize(x, *layer.input_q) if layer.input_q else x
+            quantized[i] = quantized[i] + _channel_mean(seen) / len(feeds)
+    return plain, quantized
+
+
+def _response(node, weight: np.ndarray, mean: np.ndarray) -> np.ndarray:
+    """The layer's output per channel (bias aside) for an input constant per channel."""
+    attrs = {a.name: a for a in node.attribute}
+    if node.op_type == "Gemm":
+        matrix = weight.T if "transB" in attrs and attrs["transB"].i else weight
+        return (attrs["alpha"].f if "alpha" in attrs else 1.0) * (mean @ matrix)
+    groups = attrs["group"].i if "group" in attrs else 1
+    summed = weight.reshape(weight.shape[0], weight.shape[1], -1).sum(axis=2)
+    per_output = np.repeat(mean.reshape(groups, -1), weight.shape[0] // groups, axis=0)
+    return (summed * per_output).sum(axis=1)
+
+
+def _shift_bias(layer: _Layer, shift: np.ndarray, inits: dict) -> None:
+    from onnx import numpy_helper
+    attrs = {a.name: a for a in layer.node.attribute}
+    if layer.node.op_type == "Gemm" and "beta" in attrs:
+        shift = shift / attrs["beta"].f  # Gemm adds beta * C
+    bias = _array(inits, layer.bias)
+    if layer.bias_scale is None:
+        corrected = (bias - shift.reshape(bias.shape[-1:])).astype(bias.dtype)
+    else:
+        steps = np.round(shift / layer.bias_scale).astype(np.int64)
+        corrected = np.clip(bias.astype(np.int64) - steps, -2**31, 2**31 - 1).astype(np.int32)
+    inits[layer.bias].CopyFrom(numpy_helper.from_array(corrected, layer.bias))
+
+
+def _matched_layers(float_model, qdq, inits: dict) -> tuple[list, int]:
+    """[(correctable QDQ layer, its float node)] and how many quantized Conv/Gemm were
+    left out. Nodes are matched by name, which quantize_static keeps (a fused Relu
+    renames the output); by output name where a node has none."""
+    producer = {o: n for n in qdq.graph.node for o in n.output}
+    by_name = {n.name: n for n in float_model.graph.node if n.name}
+    by_output = {n.output[0]: n for n in float_model.graph.node if n.output}
+    float_weights = {i.name for i in float_model.graph.initializer}
+    pairs, seen = [], 0
+    for node in (n for n in qdq.graph.node if n.op_type in CORRECTABLE):
+        seen += 1
+        layer = _layer(node, producer, inits)
+        twin = by_name.get(node.name) if node.name else by_output.get(node.output[0])
+        if layer and twin and twin.op_type == node.op_type and twin.input[1] in float_weights:
+            pairs.append((layer, twin))
+    return pairs, seen - len(pairs)
+
+
+def correct_biases_fast(float_model_path: Path, qdq_model_path: Path, feeds: list[dict], *,
+                        out_path: Path | None = None, activations: bool = True,
+                        threads: int | None = None) -> BiasReport:
+    """Correct the biases of the QDQ model at `qdq_model_path` (written back there, or
+    to `out_path`) against the float model it was quantized from (the very file given
+    to quantize_static, whose node names the QDQ model keeps)."""
+    import onnx
+
+    started = time.perf_counter()
+    float_model, qdq = onnx.load(str(float_model_path)), onnx.load(str(qdq_model_path))
+    inits = {i.name: i for i in qdq.graph.initializer}
+    float_weights = {i.name: i for i in float_model.graph.initializer}
+    pairs, skipped = _matched_layers(float_model, qdq, inits)
+    plain, quantized = _input_means(float_model, [t.input[0] for _, t in pairs],
+                                    [layer for layer, _ in pairs], feeds, threads)
+    largest = 0.0
+    for (layer, twin), mean, mean_q in zip(pairs, plain, quantized):
+        weight = _array(float_weights, twin.input[1]).astype(np.float64)
+        shift = (_response(layer.node, layer.weight_q, mean_q if activations else mean)
+                 - _response(twin, weight, mean))
+        _shift_bias(layer, shift, inits)
+        largest = max(largest, float(np.abs(shift).max()))
+    onnx.save(qdq, str(out_path or qdq_model_path))
+    return BiasReport(len(pairs), skipped, len(feeds), largest,
+                      time.perf_counter() - started)

@@ -1,0 +1,60 @@
+"""The float model's intermediate tensors, one feed at a time.
+
+Range estimation (ranges.py) and fast bias correction (fast_bias.py) both need values
+of tensors inside the float model. Making those tensors graph outputs and running the
+model once per feed gives them all in one pass; only one feed's tensors are held at a
+time, so memory is one forward pass's activations, whatever the number of feeds.
+"""
+from __future__ import annotations
+
+from typing import Iterable, Iterator
+
+import numpy as np
+
+
+def _probe(model, names: list[str]):
+    """A copy of `model` whose outputs are `names` (typed from the shape inference where
+    known: a float16 tensor declared float would not load)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    try:
+        typed = onnx.shape_inference.infer_shapes(model)
+    except Exception:  # noqa: BLE001 - the types are a courtesy; float is the usual case
+        typed = model
+    known = {v.name: v.type.tensor_type.elem_type
+             for v in (*typed.graph.value_info, *typed.graph.output)}
+    probe = type(model)()
+    probe.CopyFrom(model)
+    del probe.graph.output[:]
+    probe.graph.output.extend(
+        helper.make_tensor_value_info(n, known.get(n) or TensorProto.FLOAT, None) for n in names)
+    return probe
+
+
+def session(model, threads: int | None = None):
+    """A CPU session on an in-memory model (graph optimisations on: a tensor that is a
+    graph output is never fused away, so the probed values are the float model's own)."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.log_severity_level = 3
+    if threads:
+        options.intra_op_num_threads = threads
+    return ort.InferenceSession(model.SerializeToString(), options,
+                                providers=["CPUExecutionProvider"])
+
+
+def tensor_values(model, names: Iterable[str], feeds: Iterable[dict],
+                  threads: int | None = None) -> Iterator[dict[str, np.ndarray]]:
+    """For each feed, {name: value} of the named tensors of `model` (a ModelProto).
+    Graph inputs among `names` are taken from the feed itself (ONNX does not let a
+    graph input also be an output)."""
+    names = list(dict.fromkeys(names))
+    inputs = {i.name for i in model.graph.input}
+    computed = [n for n in names if n not in inputs]
+    run = session(_probe(model, computed), threads) if computed else None
+    for feed in feeds:
+        values = dict(zip(computed, run.run(computed, feed))) if run else {}
+        values.update({n: np.asarray(feed[n]) for n in names if n in inputs})
+        yield values
