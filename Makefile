@@ -107,6 +107,26 @@ examples/conformance/stateful/gru_step.onnx: $(STAMP) examples/conformance/state
 conformance: $(CORPUS_STAMP) examples/conformance/stateful/gru_step.onnx
 	$(PY) examples/conformance/run.py
 
+# Anchors (examples/anchors): each CNN of the corpus quantized by the pipeline, by
+# quantize_static by hand, by NNCF and (TFLite) by ai-edge-quantizer's defaults, judged and
+# timed in one run; writes docs/anchors.md and .json. NNCF gets an environment of its own,
+# installed without its declared dependencies: only what `import nncf` and nncf.quantize
+# on an ONNX model use. Left out: openvino-telemetry (without it NNCF sends no usage
+# data; with it, it does unless the user opts out), scikit-learn and ninja (no module of
+# nncf 3.4 imports them), pydot (graph dumps to .dot files). nncf needs no torch; the
+# constraints keep it CPU-only should one of these ever pull it.
+.PHONY: anchors nncf-env
+NNCF_NEEDS := onnx==1.23.2 onnxruntime==1.32.0 networkx psutil rich safetensors scipy tabulate
+nncf-env: .venv-nncf/.installed
+.venv-nncf/.installed: constraints.txt
+	$(PYTHON) -m venv .venv-nncf
+	.venv-nncf/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt $(NNCF_NEEDS)
+	.venv-nncf/bin/python -m pip install --quiet --disable-pip-version-check -c constraints.txt --no-deps nncf==3.4.0
+	touch $@
+
+anchors: $(CORPUS_STAMP) nncf-env
+	$(PY) examples/anchors/run.py
+
 # peak memory of `compress run` on a 1 GB MatMul/Gemm model, per scheme (docs/memory.md)
 memory: $(STAMP)
 	$(PY) examples/large_model/memory.py
