@@ -22,15 +22,22 @@ def calibration_feeds(ctx, samples: int, channels_last: bool, purpose: str) -> l
 
 
 def _bias_correction(fp32: Path, target: Path, calibration: list[dict], samples: int,
-                     ctx) -> dict:
+                     ctx, method: str) -> dict:
+    """fast: one pass of the float model (tflite_fast_bias.py, the default: 30-40x
+    faster, the same top-1 on EfficientNet-Lite0); sequential: layer by layer with the
+    int8 model (tflite_bias_correction.py)."""
     import numpy as np
 
-    from compress.quant.tflite_bias_correction import correct_biases
+    if method == "sequential":
+        from compress.quant.tflite_bias_correction import correct_biases
+    else:
+        from compress.quant.tflite_fast_bias import correct_biases_fast as correct_biases
     picks = np.unique(np.linspace(0, len(calibration) - 1,
                                   min(samples, len(calibration))).astype(int))
     feeds = [calibration[i] for i in picks]
-    with ctx.progress.task(f"bias correction ({len(feeds)} feeds)", None) as advance:
-        return correct_biases(fp32, target, feeds, threads=os.cpu_count() or 1, advance=advance)
+    with ctx.progress.task(f"bias correction ({method}, {len(feeds)} feeds)", None) as advance:
+        report = correct_biases(fp32, target, feeds, threads=os.cpu_count() or 1, advance=advance)
+    return {**report, "method": method}
 
 
 def check_full_int8(report: dict) -> None:
@@ -55,7 +62,8 @@ def quantize_file(fp32: Path, target: Path, mode: str, ctx, settings: dict) -> d
     meta = {}
     if mode == "int8" and settings["bias_correction"]:  # outside: it shows progress
         meta["bias_correction"] = _bias_correction(
-            fp32, target, calibration, settings["bias_correction_samples"], ctx)
+            fp32, target, calibration, settings["bias_correction_samples"], ctx,
+            "sequential" if settings["bias_correction"] == "sequential" else "fast")
     with converter_logs_hidden():
         meta["tensors"] = tensor_report(target)
     if mode == "int8":
@@ -79,7 +87,9 @@ def quantize_stage(artifact, config, ctx, mode: str, precision: str):
                   "bias_correction_samples": config.bias_correction_samples} \
         if mode == "int8" else {}
     meta = quantize_file(source, target, mode, ctx, {
-        **calibrated, "channels_last": False, "bias_correction": config.corrects_biases("tflite"),
+        **calibrated, "channels_last": False,
+        "bias_correction": ("sequential" if mode == "int8" and config.bias_correction
+                            == "sequential" else config.corrects_biases("tflite")),
         "purpose": f"quantize {config.scheme} of a TFLite model"})
     from compress.artifacts import Output
     from compress.model_run import run_feeds

@@ -153,12 +153,13 @@ class Int8Static(_Int8):
     # EfficientNet-Lite0 (top-1 agreement 0.924 -> 0.971) and YOLOv8n (+2.1 dB) and cost
     # ddddocr's detector 1.5 dB, which the check on the calibration feeds catches; the
     # sequential one lowered YOLOv8n (29.4 -> 26.8 dB) and the orientation classifier and
-    # took 6-14x longer. On full-int8 TFLite the (sequential) correction helped CREPE and
-    # EfficientNet-Lite0.
+    # took 6-14x longer. On full-int8 TFLite the fast correction (tflite_fast_bias.py)
+    # gave EfficientNet-Lite0 the sequential one's top-1 (0.962 vs 0.914 without) at 30-40x
+    # less time, and CREPE part of its gain.
     bias_correction: Optional[Union[bool, Literal["fast", "sequential"]]] = Field(
         None, description="undo the output mean shift quantization adds to every Conv/Gemm. "
         "Default (unset): ONNX: the fast correction (one float pass), kept only where it "
-        "raises the output SQNR on the calibration feeds; TFLite: on. true: ONNX fast, always; "
+        "raises the output SQNR on the calibration feeds; TFLite: fast. true: fast, always; "
         "sequential: layer by layer with the quantized model (slow); false: off")
     bias_correction_samples: PositiveInt = Field(
         128, description="calibration samples used for bias correction (spread evenly)")
