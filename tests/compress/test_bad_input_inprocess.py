@@ -920,7 +920,7 @@ CASES = [
          ("accuracy_level: Input should be 0, 1, 2, 3 or 4",), validate=True),
     Case("quantize-unknown-calibration", "stages", _quantize(scheme="int8-static",
                                                              calibration="kl"),
-         ("stages.1.quantize.calibration", "'minmax', 'entropy' or 'percentile'"),
+         ("stages.1.quantize.calibration", "'minmax', 'entropy', 'percentile', 'mean_minmax' or 'mse'"),
          validate=True),
     Case("quantize-max-drop-negative", "stages", _quantize(scheme="int8-static", max_drop=-0.1),
          ("stages.1.quantize.max_drop", "greater than or equal to 0"),
