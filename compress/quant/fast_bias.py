@@ -122,13 +122,18 @@ def _channel_mean(x: np.ndarray) -> np.ndarray:
 
 
 def _input_means(float_model, inputs: list[str], layers: list[_Layer], feeds: list[dict],
-                 threads: int | None) -> tuple[list, list]:
+                 threads: int | None, outputs: list | None) -> tuple[list, list]:
     """Per layer: E[x] and E[Q(x)] per input channel over `feeds` (the float model's
-    input of that layer, and the same quantized as the QDQ model quantizes it)."""
+    input of that layer, and the same quantized as the QDQ model quantizes it). With
+    `outputs` (a list), the float model's outputs of each feed are appended to it, from
+    the same pass."""
     from compress.quant.float_probe import tensor_values
 
+    names = [o.name for o in float_model.graph.output] if outputs is not None else []
     plain, quantized = [0.0] * len(layers), [0.0] * len(layers)
-    for values in tensor_values(float_model, inputs, feeds, threads):
+    for values in tensor_values(float_model, [*inputs, *names], feeds, threads):
+        if outputs is not None:
+            outputs.append([values[name] for name in names])
         for i, (name, layer) in enumerate(zip(inputs, layers)):
             x = values[name].astype(np.float64)
             plain[i] = plain[i] + _channel_mean(x) / len(feeds)
@@ -183,10 +188,13 @@ def _matched_layers(float_model, qdq, inits: dict) -> tuple[list, int]:
 
 def correct_biases_fast(float_model_path: Path, qdq_model_path: Path, feeds: list[dict], *,
                         out_path: Path | None = None, activations: bool = True,
-                        threads: int | None = None) -> BiasReport:
+                        threads: int | None = None,
+                        float_outputs: list | None = None) -> BiasReport:
     """Correct the biases of the QDQ model at `qdq_model_path` (written back there, or
     to `out_path`) against the float model it was quantized from (the very file given
-    to quantize_static, whose node names the QDQ model keeps)."""
+    to quantize_static, whose node names the QDQ model keeps). `float_outputs`: a list
+    that receives the float model's outputs per feed (run_feeds' layout), for a caller
+    that compares with them, without a second float pass."""
     import onnx
 
     started = time.perf_counter()
@@ -195,7 +203,8 @@ def correct_biases_fast(float_model_path: Path, qdq_model_path: Path, feeds: lis
     float_weights = {i.name: i for i in float_model.graph.initializer}
     pairs, skipped = _matched_layers(float_model, qdq, inits)
     plain, quantized = _input_means(float_model, [t.input[0] for _, t in pairs],
-                                    [layer for layer, _ in pairs], feeds, threads)
+                                    [layer for layer, _ in pairs], feeds, threads,
+                                    float_outputs)
     largest = 0.0
     for (layer, twin), mean, mean_q in zip(pairs, plain, quantized):
         weight = _array(float_weights, twin.input[1]).astype(np.float64)

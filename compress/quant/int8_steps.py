@@ -37,7 +37,8 @@ def own_ranges(source: Path, feeds: list[dict], config, cache: Path) -> dict:
     return {"ranges_seconds": round(report.seconds, 3), "ranges_tensors": report.tensors}
 
 
-def _spread(feeds: list[dict], count: int) -> list[dict]:
+def spread(feeds: list[dict], count: int) -> list[dict]:
+    """At most `count` of `feeds`, evenly spread over them (in order)."""
     picks = np.unique(np.linspace(0, len(feeds) - 1, min(count, len(feeds))).astype(int))
     return [feeds[i] for i in picks]
 
@@ -45,10 +46,10 @@ def _spread(feeds: list[dict], count: int) -> list[dict]:
 def correct_biases(source: Path, target: Path, feeds: list[dict], config, ctx) -> dict | None:
     """Bias correction of the QDQ model at `target` as config.bias_method() says; what
     went into the artifact's meta (None when off)."""
-    method = config.bias_method()
+    method = config.bias_method("onnx")
     if method is None:
         return None
-    chosen = _spread(feeds, config.bias_correction_samples)
+    chosen = spread(feeds, config.bias_correction_samples)
     if method == "sequential":
         from compress.quant.bias_correction import correct_biases as sequential
         with ctx.progress.task(f"bias correction ({len(chosen)} feeds)", None) as advance:
@@ -69,11 +70,10 @@ def _checked(source: Path, target: Path, feeds: list[dict], ctx) -> dict:
     from compress.quant.fast_bias import correct_biases_fast
     from runtimes.metrics import feed_fidelity
     with ctx.progress.task(f"bias correction (fast, {len(feeds)} feeds, checked)", None):
-        reference = run_feeds(source, None, feeds)
-        before = feed_fidelity(run_feeds(target, None, feeds), reference)["sqnr_db"]
-        trial = target.with_name("bias_corrected.onnx")
+        trial, reference = target.with_name("bias_corrected.onnx"), []
         report = correct_biases_fast(source, target, feeds, out_path=trial,
-                                     threads=os.cpu_count() or 1)
+                                     threads=os.cpu_count() or 1, float_outputs=reference)
+        before = feed_fidelity(run_feeds(target, None, feeds), reference)["sqnr_db"]
         after = feed_fidelity(run_feeds(trial, None, feeds), reference)["sqnr_db"]
         kept = after > before
         if kept:

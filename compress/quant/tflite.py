@@ -23,18 +23,14 @@ def calibration_feeds(ctx, samples: int, channels_last: bool, purpose: str) -> l
 
 def _bias_correction(fp32: Path, target: Path, calibration: list[dict], samples: int,
                      ctx, method: str) -> dict:
-    """fast: one pass of the float model (tflite_fast_bias.py, the default: 30-40x
-    faster, the same top-1 on EfficientNet-Lite0); sequential: layer by layer with the
-    int8 model (tflite_bias_correction.py)."""
-    import numpy as np
-
+    """fast: one pass of the float model (tflite_fast_bias.py); sequential: layer by
+    layer with the int8 model (tflite_bias_correction.py)."""
+    from compress.quant.int8_steps import spread
     if method == "sequential":
         from compress.quant.tflite_bias_correction import correct_biases
     else:
         from compress.quant.tflite_fast_bias import correct_biases_fast as correct_biases
-    picks = np.unique(np.linspace(0, len(calibration) - 1,
-                                  min(samples, len(calibration))).astype(int))
-    feeds = [calibration[i] for i in picks]
+    feeds = spread(calibration, samples)
     with ctx.progress.task(f"bias correction ({method}, {len(feeds)} feeds)", None) as advance:
         report = correct_biases(fp32, target, feeds, threads=os.cpu_count() or 1, advance=advance)
     return {**report, "method": method}
@@ -50,8 +46,8 @@ def check_full_int8(report: dict) -> None:
 
 def quantize_file(fp32: Path, target: Path, mode: str, ctx, settings: dict) -> dict:
     """Write `target`, the `mode` (fp16 | dynamic-int8 | int8) quantization of `fp32`.
-    `settings`: samples, channels_last, bias_correction, bias_correction_samples and
-    purpose (for messages). Returns what goes into the artifact's meta."""
+    `settings`: samples, channels_last, bias_correction (the method, fast or
+    sequential, or None), bias_correction_samples and purpose (for messages). Returns what goes into the artifact's meta."""
     from export.tflite import converter_logs_hidden, quantize, tensor_report
     calibration = None
     if mode == "int8":
@@ -63,7 +59,7 @@ def quantize_file(fp32: Path, target: Path, mode: str, ctx, settings: dict) -> d
     if mode == "int8" and settings["bias_correction"]:  # outside: it shows progress
         meta["bias_correction"] = _bias_correction(
             fp32, target, calibration, settings["bias_correction_samples"], ctx,
-            "sequential" if settings["bias_correction"] == "sequential" else "fast")
+            settings["bias_correction"])
     with converter_logs_hidden():
         meta["tensors"] = tensor_report(target)
     if mode == "int8":
@@ -88,8 +84,7 @@ def quantize_stage(artifact, config, ctx, mode: str, precision: str):
         if mode == "int8" else {}
     meta = quantize_file(source, target, mode, ctx, {
         **calibrated, "channels_last": False,
-        "bias_correction": ("sequential" if mode == "int8" and config.bias_correction
-                            == "sequential" else config.corrects_biases("tflite")),
+        "bias_correction": config.bias_method("tflite"),
         "purpose": f"quantize {config.scheme} of a TFLite model"})
     from compress.artifacts import Output
     from compress.model_run import run_feeds

@@ -9,6 +9,7 @@ from pydantic import Field, PositiveInt, model_validator
 from compress.artifacts import Output
 from compress.errors import ModelError
 from compress.lazy import require
+from compress.quant.schemes import bias_method
 from compress.stagebase import StageConfig, register
 from compress.parity import parity_inputs, torch_outputs
 from export import presets
@@ -31,9 +32,9 @@ class ExportTflite(StageConfig):
     samples: PositiveInt = Field(256, description="calibration samples for mode int8")
     bias_correction: Union[bool, Literal["fast", "sequential"]] = Field(
         True, description="mode int8: bias correction of every convolution and fully "
-        "connected layer against the float model. true/fast: one pass of the float model "
-        "(EfficientNet-Lite0: 5-7 s, the same top-1 as sequential); sequential: layer by "
-        "layer with the int8 model (30-40x slower; CREPE +0.6 dB more); false: off")
+        "connected layer against the float model. true/fast: one pass of the float model; "
+        "sequential: layer by layer with the int8 model (far slower; measured against "
+        "each other in docs/reference.md); false: off")
     bias_correction_samples: PositiveInt = Field(
         64, description="calibration samples used for bias correction (spread evenly)")
     parity_samples: PositiveInt = Field(32, description="samples compared with torch")
@@ -128,7 +129,7 @@ def run(artifact, config: ExportTflite, ctx) -> list[Output]:
         target = ctx.out_dir / "model.tflite"
         meta = post.quantize_file(fp32, target, config.mode, ctx, {
             "samples": config.samples, "channels_last": config.channels_last,
-            "bias_correction": config.bias_correction,
+            "bias_correction": bias_method(config.bias_correction, "tflite"),
             "bias_correction_samples": config.bias_correction_samples,
             "purpose": "export.tflite in mode int8"})
         fp32.unlink()

@@ -23,8 +23,9 @@ class QuantizeBase(StageConfig):
         None, description="export preset (export/presets/) whose settings fill the ones this "
         "stage leaves unset; default: the one the targets' profiles name (export.preset); "
         "'none' for none")
-    def corrects_biases(self, fmt: str) -> bool:
-        return False
+    def bias_method(self, fmt: str) -> Optional[str]:
+        """The bias correction run on a model of format `fmt` (see schemes.bias_method)."""
+        return None
 
     def required_data(self) -> tuple[str, ...]:
         return ("evaluation",) if self.max_drop is not None else ()
@@ -112,14 +113,16 @@ class _Int8(_Searchable):
     preprocess: bool = Field(True, description="onnxruntime's quant_pre_process first")
 
 
-_BACKEND = Field("onnxruntime", description="onnxruntime: quantizes an ONNX artifact; "
+def _backend():
+    # a FieldInfo of its own for each class that offers both back ends
+    return Field("onnxruntime", description="onnxruntime: quantizes an ONNX artifact; "
                  "neural-compressor: quantizes a torch artifact and exports it to ONNX")
 
 
 class Int8Static(_Int8):
     scheme: Literal["int8-static"] = Field(
         "int8-static", description="int8-static: QDQ with calibrated activations (CNNs)")
-    backend: Literal["onnxruntime", "neural-compressor"] = _BACKEND
+    backend: Literal["onnxruntime", "neural-compressor"] = _backend()
     calibration: Literal["minmax", "entropy", "percentile", "mean_minmax", "mse"] = Field(
         "minmax", description="how activation ranges are chosen from the calibration data: "
         "minmax (onnxruntime's), entropy, percentile, mean_minmax (mean over feeds of each "
@@ -153,9 +156,9 @@ class Int8Static(_Int8):
     # EfficientNet-Lite0 (top-1 agreement 0.924 -> 0.971) and YOLOv8n (+2.1 dB) and cost
     # ddddocr's detector 1.5 dB, which the check on the calibration feeds catches; the
     # sequential one lowered YOLOv8n (29.4 -> 26.8 dB) and the orientation classifier and
-    # took 6-14x longer. On full-int8 TFLite the fast correction (tflite_fast_bias.py)
-    # gave EfficientNet-Lite0 the sequential one's top-1 (0.962 vs 0.914 without) at 30-40x
-    # less time, and CREPE part of its gain.
+    # took 6-16x longer. On full-int8 TFLite the fast correction (tflite_fast_bias.py)
+    # gave EfficientNet-Lite0 the sequential one's top-1 (0.962) with an export of 27.9 s
+    # instead of 138 s, and CREPE 24.9 dB where the sequential one gave 25.5.
     bias_correction: Optional[Union[bool, Literal["fast", "sequential"]]] = Field(
         None, description="undo the output mean shift quantization adds to every Conv/Gemm. "
         "Default (unset): ONNX: the fast correction (one float pass), kept only where it "
@@ -164,16 +167,9 @@ class Int8Static(_Int8):
     bias_correction_samples: PositiveInt = Field(
         128, description="calibration samples used for bias correction (spread evenly)")
 
-    def corrects_biases(self, fmt: str) -> bool:
-        """Asked for, or (TFLite) on by default; ONNX's default is bias_method's check."""
-        return self.bias_correction not in (None, False) or (
-            self.bias_correction is None and fmt == "tflite")
-
-    def bias_method(self) -> Optional[str]:
-        """For an ONNX model: None (off), fast, checked (fast, kept where it helps) or
-        sequential."""
-        return {None: "checked", False: None, True: "fast"}.get(self.bias_correction,
-                                                                 self.bias_correction)
+    def bias_method(self, fmt: str) -> Optional[str]:
+        from compress.quant.schemes import bias_method
+        return bias_method(self.bias_correction, fmt)
 
     def required_data(self) -> tuple[str, ...]:
         return ("calibration",) + super().required_data()
@@ -210,7 +206,7 @@ class Int4WeightOnly(_NoQnn, _Searchable):
     scheme: Literal["int4-weight-only"] = Field(
         "int4-weight-only", description="int4-weight-only: 4-bit block-wise MatMul (and "
         "embedding) weights, float activations")
-    backend: Literal["onnxruntime", "neural-compressor"] = _BACKEND
+    backend: Literal["onnxruntime", "neural-compressor"] = _backend()
     block_size: int = Field(32, description="weights per scale (a power of 2, >= 16)")
     symmetric: bool = Field(False, description="symmetric blocks (no zero point); "
                             "asymmetric kept MiniLM closer to FP32")
