@@ -43,41 +43,89 @@ def spread(feeds: list[dict], count: int) -> list[dict]:
     return [feeds[i] for i in picks]
 
 
+CHECK_FEEDS = 32  # calibration feeds each candidate of the check is run on
+
+
 def correct_biases(source: Path, target: Path, feeds: list[dict], config, ctx) -> dict | None:
-    """Bias correction of the QDQ model at `target` as config.bias_method() says; what
-    went into the artifact's meta (None when off)."""
-    method = config.bias_method("onnx")
-    if method is None:
+    """Weight rounding (config.weight_rounding) and bias correction (config.bias_method())
+    of the QDQ model at `target`, from one pass of the float model `source`; what went
+    into the artifact's meta (None when both are off)."""
+    method, rounding = config.bias_method("onnx"), config.weight_rounding == "gptq"
+    if method is None and not rounding:
         return None
     chosen = spread(feeds, config.bias_correction_samples)
+    import onnx
+
+    from compress.quant import fast_bias
+    what = " + ".join(["GPTQ rounding"] * rounding + [f"bias correction ({method})"] * bool(method))
+    with ctx.progress.task(f"{what}, {len(chosen)} feeds", None):
+        float_model, qdq = onnx.load(str(source)), onnx.load(str(target))
+        seen = fast_bias.layer_pass(float_model, qdq, chosen, os.cpu_count() or 1,
+                                    hessians=rounding, outputs=method == "checked")
+        if method == "checked":
+            return _checked(seen, (float_model, qdq), target, chosen, rounding)
+        meta = {"weight_rounding": config.weight_rounding}
+        if rounding:
+            meta.update(_rounding_meta(seen, qdq, float_model))
+        if method == "fast":
+            largest = fast_bias.shift_biases(seen, qdq, float_model)
+            meta.update(method=method, layers_corrected=len(seen.pairs), feeds=len(chosen),
+                        largest_shift=largest)
+        onnx.save(qdq, str(target))
     if method == "sequential":
         from compress.quant.bias_correction import correct_biases as sequential
         with ctx.progress.task(f"bias correction ({len(chosen)} feeds)", None) as advance:
-            return {"method": method, **sequential(source, target, chosen,
-                                                   threads=os.cpu_count() or 1, advance=advance)}
-    from compress.quant.fast_bias import correct_biases_fast
-    if method == "fast":
-        report = correct_biases_fast(source, target, chosen, threads=os.cpu_count() or 1)
-        return {"method": method, **dataclasses.asdict(report)}
-    return _checked(source, target, chosen, ctx)
+            meta.update(method=method, **sequential(source, target, chosen,
+                                                    threads=os.cpu_count() or 1, advance=advance))
+    return meta
 
 
-def _checked(source: Path, target: Path, feeds: list[dict], ctx) -> dict:
-    """The fast correction kept only where it brings the model's outputs closer to the
-    float model's on the calibration feeds: it helped most CNNs of the corpus and cost
-    one (ddddocr's detector), and this check told the two apart on all of them."""
-    from compress.model_run import run_feeds
-    from compress.quant.fast_bias import correct_biases_fast
+def _rounding_meta(seen, qdq, float_model) -> dict:
+    from compress.quant.rounding import round_weights
+    report = round_weights(seen, qdq, float_model)
+    return {"layers_rounded": report.layers_rounded, "weights_changed": report.weights_changed,
+            "rounding_seconds": round(report.seconds, 3)}
+
+
+def _checked(seen, models: tuple, target: Path, feeds: list[dict], rounding: bool) -> dict:
+    """The default: of the model as quantize_static wrote it, with the fast bias
+    correction, GPTQ-rounded, and rounded then corrected, keep the one whose outputs are
+    closest to the float model's (SQNR) on CHECK_FEEDS of the feeds. The correction
+    helped most CNNs of the corpus and cost one (ddddocr's detector); the check told
+    them apart on all of them."""
+    import copy
+
+    import onnx
+
+    from compress.quant import fast_bias
+    float_model, qdq = models
+    candidates = {"as quantized": copy.deepcopy(qdq)}
+    corrected = copy.deepcopy(qdq)
+    fast_bias.shift_biases(seen, corrected, float_model)
+    candidates["bias"] = corrected
+    meta = {"method": "fast", "weight_rounding": "gptq" if rounding else "nearest"}
+    if rounding:
+        meta.update(_rounding_meta(seen, qdq, float_model))  # seen now holds the new W_q
+        candidates["gptq"] = copy.deepcopy(qdq)
+        fast_bias.shift_biases(seen, qdq, float_model)
+        candidates["gptq+bias"] = qdq
+    picks = spread(list(range(len(feeds))), CHECK_FEEDS)
+    scores = _scores(candidates, [feeds[i] for i in picks], [seen.outputs[i] for i in picks])
+    kept = max(scores, key=scores.get)
+    if kept != "as quantized":
+        onnx.save(candidates[kept], str(target))
+    return {**meta, "kept": kept, "check_feeds": len(picks), "calibration_sqnr_db": scores,
+            "layers_corrected": len(seen.pairs), "layers_skipped": seen.skipped,
+            "feeds": len(feeds)}
+
+
+def _scores(candidates: dict, feeds: list[dict], reference: list) -> dict[str, float]:
+    """Each candidate model's output SQNR (dB) against the float outputs."""
+    from compress.quant.float_probe import session
     from runtimes.metrics import feed_fidelity
-    with ctx.progress.task(f"bias correction (fast, {len(feeds)} feeds, checked)", None):
-        trial, reference = target.with_name("bias_corrected.onnx"), []
-        report = correct_biases_fast(source, target, feeds, out_path=trial,
-                                     threads=os.cpu_count() or 1, float_outputs=reference)
-        before = feed_fidelity(run_feeds(target, None, feeds), reference)["sqnr_db"]
-        after = feed_fidelity(run_feeds(trial, None, feeds), reference)["sqnr_db"]
-        kept = after > before
-        if kept:
-            os.replace(trial, target)
-        trial.unlink(missing_ok=True)
-    return {"method": "fast", "kept": kept, "sqnr_db_without": round(before, 2),
-            "sqnr_db_with": round(after, 2), **dataclasses.asdict(report)}
+    scores = {}
+    for name, model in candidates.items():
+        run = session(model, os.cpu_count() or 1)
+        outputs = [run.run(None, feed) for feed in feeds]
+        scores[name] = round(feed_fidelity(outputs, reference)["sqnr_db"], 2)
+    return scores

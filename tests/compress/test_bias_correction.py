@@ -50,5 +50,8 @@ def test_quantize_stage_reports_the_correction(project, asked, method, count):
     result = compress.run(write_pipeline(project, pipeline_dict(stages=stages, targets=[])))
     meta = result.artifacts[-1].meta["bias_correction"]
     assert meta["method"] == method and meta["layers_corrected"] == 4 and meta[count] == 16
-    if asked is None:  # the default: checked on the calibration feeds, the verdict recorded
-        assert meta["kept"] == (meta["sqnr_db_with"] > meta["sqnr_db_without"])
+    if asked is None:  # the default: the best candidate on the calibration feeds, recorded
+        scores = meta["calibration_sqnr_db"]
+        assert set(scores) == {"as quantized", "bias", "gptq", "gptq+bias"}
+        assert scores[meta["kept"]] == max(scores.values())
+        assert meta["weight_rounding"] == "gptq" and meta["layers_rounded"] == 4

@@ -1,0 +1,266 @@
+"""Error-compensating weight rounding (GPTQ, Frantar et al. 2022, the one-shot form of
+Optimal Brain Quantization) for the int8 weights of Conv and Gemm layers.
+
+Rounding each weight to its nearest int8 step ignores what the layer computes: on
+EfficientNet-Lite0 the weights alone, rounded to nearest per channel, already cost the
+output 19.5 dB SQNR and 8.6% top-1 agreement before any activation is quantized. GPTQ
+rounds the weights of an output channel one input column at a time and spreads each
+column's rounding error over the columns not yet rounded, in proportion to how the
+layer's inputs co-vary (H = E[x x^T] over the calibration feeds), so that the layer's
+OUTPUT error E[((W - W_q) x)^2] is what gets small, not each weight's. The scales and
+zero points stay as quantize_static chose them: only the integers change, so the file's
+ops, types and speed are those of nearest rounding.
+
+H comes from the float model's inputs of each layer in the pass that fast bias
+correction already makes (fast_bias.py): per feed, `positions` output positions drawn
+at random (seeded) and their input patches (im2col, padding and stride exact), so the
+cost does not grow with the feature maps. Grouped and depthwise convolutions get one H
+per group (a depthwise 3x3 channel: a 9x9 H).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+DAMPING = 0.01     # of H's mean diagonal, added to it: keeps the inverse well conditioned
+BLOCK = 128        # columns rounded together before the rest are updated (GPTQ's lazy batch)
+# rows of H per layer, over all feeds: ROWS_PER_INPUT per input of the layer, within
+# [MIN_ROWS, MAX_ROWS]. A row costs width^2 multiply-adds, so wide layers are what the
+# cap bounds; measured on the corpus: docs/int8.md.
+ROWS_PER_INPUT, MIN_ROWS, MAX_ROWS = 8, 1024, 2048
+MAX_WIDTH = 2304    # wider layers (e.g. CREPE's 128x64 kernels: 8192) keep nearest rounding:
+# H's inverse grows with width^3 (8192 wide: 23 s on 2 cores, more than the rest of the stage)
+FLUSH_ROWS = 512    # rows gathered before they are multiplied out
+HESSIAN_FEEDS = 64  # at most, spread over the pass's feeds: H's cost is per feed and layer
+
+
+@dataclass(frozen=True)
+class Geometry:
+    """How a layer turns its input into rows of H: a Conv's attributes, or a Gemm."""
+    groups: int
+    kernel: tuple = ()      # (kh, kw); () for Gemm
+    strides: tuple = (1, 1)
+    pads: tuple = (0, 0, 0, 0)  # top, left, bottom, right
+    dilations: tuple = (1, 1)
+
+
+def geometry(node) -> Geometry | None:
+    """The layer's Geometry, or None for what this module does not round (3-D convs,
+    auto_pad other than NOTSET, a Gemm with transA)."""
+    attrs = {a.name: a for a in node.attribute}
+    if node.op_type == "Gemm":
+        return None if "transA" in attrs and attrs["transA"].i else Geometry(groups=1)
+    if "auto_pad" in attrs and attrs["auto_pad"].s not in (b"", b"NOTSET"):
+        return None
+    kernel = tuple(attrs["kernel_shape"].ints) if "kernel_shape" in attrs else ()
+    if len(kernel) not in (1, 2):
+        return None
+    two = (lambda values, fill: tuple(values) if len(kernel) == 2 else (fill, *values))
+    pads = tuple(attrs["pads"].ints) if "pads" in attrs else (0,) * (2 * len(kernel))
+    if len(kernel) == 1:
+        pads = (0, pads[0], 0, pads[1])
+    return Geometry(attrs["group"].i if "group" in attrs else 1, two(kernel, 1),
+                    two(attrs["strides"].ints if "strides" in attrs else [1] * len(kernel), 1),
+                    pads, two(attrs["dilations"].ints if "dilations" in attrs
+                              else [1] * len(kernel), 1))
+
+
+def patches(x: np.ndarray, shape: Geometry, count: int, rng) -> np.ndarray:
+    """(groups, samples, inputs per group) rows of the layer's input: `count` output
+    positions at most, drawn from every sample of `x`."""
+    if not shape.kernel:
+        rows = x.reshape(-1, x.shape[-1])
+        picked = rows[rng.choice(len(rows), min(count, len(rows)), replace=False)]
+        return picked[None].astype(np.float32)
+    if x.ndim == 3:
+        x = x[:, :, None, :]
+    (kh, kw), (sh, sw), (dh, dw) = shape.kernel, shape.strides, shape.dilations
+    top, left, bottom, right = shape.pads
+    height, width = x.shape[2], x.shape[3]
+    out_h = (height + top + bottom - dh * (kh - 1) - 1) // sh + 1
+    out_w = (width + left + right - dw * (kw - 1) - 1) // sw + 1
+    total = x.shape[0] * out_h * out_w
+    flat = rng.choice(total, min(count, total), replace=False)
+    n, rest = np.divmod(flat, out_h * out_w)
+    oh, ow = np.divmod(rest, out_w)
+    # each tap's row and column in the unpadded input; taps on the padding read zero
+    rows = ((oh * sh - top)[:, None] + np.arange(kh) * dh)[:, :, None]
+    cols = ((ow * sw - left)[:, None] + np.arange(kw) * dw)[:, None, :]
+    inside = ((rows >= 0) & (rows < height) & (cols >= 0) & (cols < width)).reshape(len(flat), -1)
+    where = (n[:, None, None] * height * width + np.clip(rows, 0, height - 1) * width
+             + np.clip(cols, 0, width - 1)).reshape(len(flat), -1)
+    # (C, N * H * W): a view when there is one sample, as there mostly is
+    planes = x.reshape(x.shape[0], x.shape[1], -1).transpose(1, 0, 2).reshape(x.shape[1], -1)
+    taken = planes[:, where.ravel()] * inside.ravel()  # (C, m * taps)
+    taps = kh * kw
+    grouped = (taken.reshape(shape.groups, x.shape[1] // shape.groups, len(flat), taps)
+               .transpose(0, 2, 1, 3).reshape(shape.groups, len(flat), -1))
+    return np.ascontiguousarray(grouped, dtype=np.float32)
+
+
+class Hessian:
+    """E[x x^T] of one layer's input rows, per group, accumulated feed by feed
+    (`positions` rows of each feed)."""
+
+    def __init__(self, shape: Geometry, positions: int, seed: int):
+        self.shape, self.positions = shape, positions
+        self.rng = np.random.default_rng(seed)
+        self.sum, self.rows, self.pending = None, 0, []
+
+    @classmethod
+    def budgeted(cls, shape: Geometry, width: int, feeds: int, seed: int) -> "Hessian":
+        """One with the rows per feed that spread the layer's row budget over `feeds`."""
+        rows = int(np.clip(ROWS_PER_INPUT * width, MIN_ROWS, MAX_ROWS))
+        return cls(shape, -(-rows // max(feeds, 1)), seed)
+
+    def add(self, x: np.ndarray) -> None:
+        self.pending.append(patches(x, self.shape, self.positions, self.rng))
+        if sum(rows.shape[1] for rows in self.pending) >= FLUSH_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        """One product over the rows of several feeds: a few feeds' rows of a wide layer
+        are too few for BLAS to run at speed, and each sum is a width^2 addition."""
+        if not self.pending:
+            return
+        rows = np.concatenate(self.pending, axis=1)
+        self.pending = []
+        # one group: einsum's BLAS route is ~5x numpy's matmul of a transposed view here
+        product = (np.einsum("gmi,gmj->gij", rows, rows, optimize=True)
+                   if self.shape.groups == 1 else np.matmul(rows.transpose(0, 2, 1), rows))
+        self.sum = product if self.sum is None else self.sum + product
+        self.rows += rows.shape[1]
+
+    def mean(self) -> np.ndarray | None:
+        self._flush()
+        return None if self.sum is None else self.sum.astype(np.float64) / max(self.rows, 1)
+
+
+def _inverse_factor(h: np.ndarray) -> np.ndarray:
+    """Upper Cholesky factor of H^-1, per group, H damped first (dead inputs: a column
+    whose input is always zero gets a unit diagonal and its weight is simply rounded)."""
+    h, index = h.copy(), np.arange(h.shape[1])
+    diagonal = h[:, index, index]
+    diagonal[diagonal <= 0] = 1.0
+    h[:, index, index] = diagonal + DAMPING * diagonal.mean(axis=1, keepdims=True)
+    # float32, as GPTQ's own implementation: the damping keeps it well conditioned, and
+    # the inverse of a 2304-wide H takes a third of float64's time
+    inverse = np.linalg.inv(h.astype(np.float32))
+    return np.swapaxes(np.linalg.cholesky(inverse), 1, 2).astype(np.float64)
+
+
+def gptq(weight: np.ndarray, h: np.ndarray, step: np.ndarray, zero: np.ndarray,
+         limits: tuple[int, int]) -> np.ndarray:
+    """The integers for `weight` (groups, outputs per group, inputs per group), each output
+    channel on its own grid (`step`, `zero`: (groups, outputs per group, 1)), rounded
+    against H (groups, inputs, inputs). Returns integers in `weight`'s shape."""
+    w = weight.astype(np.float64).copy()
+    factor = _inverse_factor(h)
+    integers = np.zeros_like(w)
+    width = w.shape[2]
+    for start in range(0, width, BLOCK):
+        stop = min(start + BLOCK, width)
+        errors = np.zeros(w.shape[:2] + (stop - start,))
+        for i in range(start, stop):
+            q = np.clip(np.round(w[:, :, i:i + 1] / step) + zero, *limits)
+            integers[:, :, i:i + 1] = q
+            pivot = factor[:, i, i][:, None, None]
+            error = (w[:, :, i:i + 1] - (q - zero) * step) / pivot
+            w[:, :, i:stop] -= error * factor[:, None, i, i:stop]
+            errors[:, :, i - start] = error[:, :, 0]
+        w[:, :, stop:] -= np.matmul(errors, factor[:, start:stop, stop:])
+    return integers
+
+
+def _width(node, weight_shape: tuple) -> int:
+    """Inputs per group of a layer: a Conv's Cin/groups * kernel taps, a Gemm's inputs."""
+    if node.op_type == "Gemm":
+        transposed = any(a.name == "transB" and a.i for a in node.attribute)
+        return weight_shape[1] if transposed else weight_shape[0]
+    return int(np.prod(weight_shape[1:]))
+
+
+def hessian_feeds(feeds: int) -> int:
+    """Every how many feeds of the pass H takes one."""
+    return max(1, -(-feeds // HESSIAN_FEEDS))
+
+
+def hessians(float_model, nodes: list, feeds: int) -> list[Hessian | None]:
+    """A Hessian accumulator per float Conv/Gemm node (None where this module does not
+    round, or the layer is wider than MAX_WIDTH), each with its own seed and as many rows as its width needs: a 9-wide
+    depthwise H is well estimated from far fewer rows than a 1152-wide one."""
+    shapes = {i.name: tuple(i.dims) for i in float_model.graph.initializer}
+    found = []
+    for seed, node in enumerate(nodes):
+        shape = geometry(node)
+        width = _width(node, shapes[node.input[1]])
+        found.append(None if shape is None or width > MAX_WIDTH else
+                     Hessian.budgeted(shape, width, -(-feeds // hessian_feeds(feeds)), seed))
+    return found
+
+
+@dataclass(frozen=True)
+class RoundingReport:
+    layers_rounded: int
+    weights_changed: float  # the share of integer weights that differ from nearest rounding
+    seconds: float
+
+
+def round_weights(seen, qdq, float_model) -> RoundingReport:
+    """GPTQ-round the int8 weights of every layer in `seen` (fast_bias.LayerPass, taken
+    with hessians=True) in `qdq`, in memory; `seen.pairs` then hold the new W_q, so a
+    bias correction made from `seen` afterwards corrects the rounded weights."""
+    import dataclasses
+    import time
+
+    from onnx import numpy_helper
+    started = time.perf_counter()
+    inits = {i.name: i for i in qdq.graph.initializer}
+    producer = {o: n for n in qdq.graph.node for o in n.output}
+    floats = {i.name: i for i in float_model.graph.initializer}
+    rounded, changed, total = 0, 0, 0
+    for k, ((layer, twin), hessian) in enumerate(zip(seen.pairs, seen.hessians)):
+        if hessian is None or hessian.mean() is None:
+            continue
+        dq = producer[layer.node.input[1]]
+        weight = numpy_helper.to_array(floats[twin.input[1]])
+        old = numpy_helper.to_array(inits[dq.input[0]])
+        found = _rounded(layer.node, dq, weight, hessian, inits)
+        if found is None:
+            continue
+        new, dequantized = found
+        inits[dq.input[0]].CopyFrom(numpy_helper.from_array(new, dq.input[0]))
+        seen.pairs[k] = (dataclasses.replace(layer, weight_q=dequantized), twin)
+        rounded, changed, total = rounded + 1, changed + int((new != old).sum()), total + new.size
+    return RoundingReport(rounded, round(changed / max(total, 1), 4),
+                          time.perf_counter() - started)
+
+
+def _rounded(node, dq, weight: np.ndarray, hessian: Hessian, inits: dict):
+    """(the new integers, their dequantized values) of one layer, both in the layout
+    of its weight initializer; None where its scales do not run along its outputs."""
+    from onnx import numpy_helper
+    integers = numpy_helper.to_array(inits[dq.input[0]])
+    step = numpy_helper.to_array(inits[dq.input[1]]).astype(np.float64).reshape(-1)
+    zero = (numpy_helper.to_array(inits[dq.input[2]]).astype(np.float64).reshape(-1)
+            if len(dq.input) > 2 and dq.input[2] else np.zeros_like(step))
+    # a Gemm without transB holds its weight as (inputs, outputs): round it as (outputs, inputs)
+    flipped = node.op_type == "Gemm" and not any(a.name == "transB" and a.i
+                                                 for a in node.attribute)
+    w = weight.T if flipped else weight
+    axis = next((a.i for a in dq.attribute if a.name == "axis"), 1) % integers.ndim
+    if step.size > 1 and (step.size != w.shape[0] or axis != (1 if flipped else 0)):
+        return None  # scales along another axis than the outputs: left as rounded
+    outputs, groups = w.shape[0], hessian.shape.groups
+    grid = [np.broadcast_to(v, (outputs,)).reshape(groups, -1, 1) for v in (step, zero)]
+    # the integer range quantize_static used (symmetric [-127, 127], 7-bit with
+    # reduce_range): nearest rounding reaches its ends at each channel's extreme
+    limits = (int(integers.min()), int(integers.max()))
+    found = gptq(w.reshape(groups, outputs // groups, -1), hessian.mean(), *grid,
+                 limits).reshape(w.shape)
+    values = (found - grid[1].reshape(-1, *[1] * (w.ndim - 1))) * grid[0].reshape(
+        -1, *[1] * (w.ndim - 1))
+    if flipped:
+        found, values = found.T, values.T
+    return found.astype(integers.dtype), values
