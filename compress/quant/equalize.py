@@ -31,6 +31,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from compress.quant.qdq_nodes import attr
+
 HOMOGENEOUS = ("Relu", "LeakyRelu", "PRelu", "MaxPool", "AveragePool")
 
 
@@ -126,10 +128,6 @@ def find_pairs(model) -> tuple[list[Pair], int]:
     return pairs, clipped
 
 
-def _group(node) -> int:
-    return next((a.i for a in node.attribute if a.name == "group"), 1)
-
-
 def _by_input_channel(w: np.ndarray, groups: int) -> np.ndarray:
     """Conv weights [out, in/groups, ...] viewed as [groups, out/groups, in/groups, k]:
     input channel c is (group c // (in/groups), index c % (in/groups))."""
@@ -147,7 +145,7 @@ def _scales(w1: np.ndarray, w2: np.ndarray, groups: int) -> np.ndarray:
 def _equalize_pair(pair: Pair, arrays: dict) -> float:
     """Rescale one pair in `arrays` (initializer name -> array); the largest |log s|."""
     first, second = pair.first, pair.second
-    w1, w2, groups = arrays[first.input[1]], arrays[second.input[1]], _group(second)
+    w1, w2, groups = arrays[first.input[1]], arrays[second.input[1]], attr(second, "group", 1)
     s = _scales(w1, w2, groups)
     arrays[first.input[1]] = w1 / s.reshape(-1, *[1] * (w1.ndim - 1))
     if len(first.input) > 2 and first.input[2]:
@@ -160,7 +158,7 @@ def _equalize_pair(pair: Pair, arrays: dict) -> float:
 def _foldable(bn, producer: dict, weights: dict, uses: dict, outputs: set):
     """The Conv that `bn` can be folded into, or None."""
     conv = producer.get(bn.input[0])
-    training = any(a.name == "training_mode" and a.i for a in bn.attribute)
+    training = bool(attr(bn, "training_mode", 0))
     if (conv is None or conv.op_type != "Conv" or training or len(bn.output) > 1
             or bn.input[0] in outputs or len(uses[bn.input[0]]) != 1
             or not all(n in weights for n in bn.input[1:5])
@@ -175,7 +173,7 @@ def _fold(bn, conv, graph, weights: dict) -> None:
     from onnx import numpy_helper
     gamma, beta, mean, var = (numpy_helper.to_array(weights[n]).astype(np.float64)
                               for n in bn.input[1:5])
-    eps = next((a.f for a in bn.attribute if a.name == "epsilon"), 1e-5)
+    eps = attr(bn, "epsilon", 1e-5)
     k = gamma / np.sqrt(var + eps)
     w = numpy_helper.to_array(weights[conv.input[1]])
     weights[conv.input[1]].CopyFrom(numpy_helper.from_array(

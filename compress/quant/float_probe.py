@@ -33,15 +33,17 @@ def _probe(model, names: list[str]):
 
 
 def session(model, threads: int | None = None):
-    """A CPU session on an in-memory model (graph optimisations on: a tensor that is a
-    graph output is never fused away, so the probed values are the float model's own)."""
+    """A CPU session on an in-memory model, a ModelProto or its bytes (graph
+    optimisations on: a tensor that is a graph output is never fused away, so the probed
+    values are the float model's own)."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.log_severity_level = 3
     if threads:
         options.intra_op_num_threads = threads
-    return ort.InferenceSession(model.SerializeToString(), options,
+    serialized = model if isinstance(model, bytes) else model.SerializeToString()
+    return ort.InferenceSession(serialized, options,
                                 providers=["CPUExecutionProvider"])
 
 

@@ -46,7 +46,7 @@ def spread(feeds: list[dict], count: int) -> list[dict]:
 CHECK_FEEDS = 32  # calibration feeds each candidate of the check is run on
 
 
-def correct_biases(source: Path, target: Path, feeds: list[dict], config, ctx) -> dict | None:
+def round_and_correct(source: Path, target: Path, feeds: list[dict], config, ctx) -> dict | None:
     """Weight rounding (config.weight_rounding) and bias correction (config.bias_method())
     of the QDQ model at `target`, from one pass of the float model `source`; what went
     into the artifact's meta (None when both are off)."""
@@ -63,7 +63,7 @@ def correct_biases(source: Path, target: Path, feeds: list[dict], config, ctx) -
         seen = fast_bias.layer_pass(float_model, qdq, chosen, os.cpu_count() or 1,
                                     hessians=rounding, outputs=method == "checked")
         if method == "checked":
-            return _checked(seen, (float_model, qdq), target, chosen, rounding)
+            return _checked(seen, float_model, qdq, target, chosen, rounding)
         meta = {"weight_rounding": config.weight_rounding}
         if rounding:
             meta.update(_rounding_meta(seen, qdq, float_model))
@@ -87,39 +87,37 @@ def _rounding_meta(seen, qdq, float_model) -> dict:
             "rounding_seconds": round(report.seconds, 3)}
 
 
-def _checked(seen, models: tuple, target: Path, feeds: list[dict], rounding: bool) -> dict:
+def _checked(seen, float_model, qdq, target: Path, feeds: list[dict], rounding: bool) -> dict:
     """The default: of the model as quantize_static wrote it, with the fast bias
     correction, GPTQ-rounded, and rounded then corrected, keep the one whose outputs are
     closest to the float model's (SQNR) on CHECK_FEEDS of the feeds. The correction
     helped most CNNs of the corpus and cost one (ddddocr's detector); the check told
-    them apart on all of them."""
-    import copy
-
+    them apart on all of them. Each candidate is kept serialized: the bytes both the
+    check's session and the file take."""
     import onnx
 
     from compress.quant import fast_bias
-    float_model, qdq = models
-    candidates = {"as quantized": copy.deepcopy(qdq)}
-    corrected = copy.deepcopy(qdq)
+    candidates = {"as quantized": qdq.SerializeToString()}
+    corrected = onnx.load_model_from_string(candidates["as quantized"])
     fast_bias.shift_biases(seen, corrected, float_model)
-    candidates["bias"] = corrected
+    candidates["bias"] = corrected.SerializeToString()
     meta = {"method": "fast", "weight_rounding": "gptq" if rounding else "nearest"}
     if rounding:
         meta.update(_rounding_meta(seen, qdq, float_model))  # seen now holds the new W_q
-        candidates["gptq"] = copy.deepcopy(qdq)
+        candidates["gptq"] = qdq.SerializeToString()
         fast_bias.shift_biases(seen, qdq, float_model)
-        candidates["gptq+bias"] = qdq
+        candidates["gptq+bias"] = qdq.SerializeToString()
     picks = spread(list(range(len(feeds))), CHECK_FEEDS)
     scores = _scores(candidates, [feeds[i] for i in picks], [seen.outputs[i] for i in picks])
     kept = max(scores, key=scores.get)
     if kept != "as quantized":
-        onnx.save(candidates[kept], str(target))
+        target.write_bytes(candidates[kept])
     return {**meta, "kept": kept, "check_feeds": len(picks), "calibration_sqnr_db": scores,
             "layers_corrected": len(seen.pairs), "layers_skipped": seen.skipped,
             "feeds": len(feeds)}
 
 
-def _scores(candidates: dict, feeds: list[dict], reference: list) -> dict[str, float]:
+def _scores(candidates: dict[str, bytes], feeds: list[dict], reference: list) -> dict[str, float]:
     """Each candidate model's output SQNR (dB) against the float outputs."""
     from compress.quant.float_probe import session
     from runtimes.metrics import feed_fidelity

@@ -106,7 +106,7 @@ def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple 
     once per attempt): the first call calibrates and writes it, later ones read it."""
     from onnxruntime.quantization import (CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
-    from compress.quant.int8_steps import OWN_RANGES, correct_biases, equalized, own_ranges
+    from compress.quant.int8_steps import OWN_RANGES, equalized, own_ranges, round_and_correct
     data = ctx.require_dataset("calibration", "int8-static quantization")
     feeds = data.take(config.samples)
     usable = len(feeds)
@@ -141,7 +141,7 @@ def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple 
                         calibration_cache_path=ranges, **more)
     if not shared:
         ranges.unlink(missing_ok=True)
-    corrected = correct_biases(source, target, feeds, config, ctx)
+    corrected = round_and_correct(source, target, feeds, config, ctx)
     if equalization is not None:
         meta["equalization"] = equalization
         source.unlink()

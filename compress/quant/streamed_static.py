@@ -15,11 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-
-def _attr(node, name: str, default):
-    from onnx import helper
-    return next((helper.get_attribute_value(a) for a in node.attribute if a.name == name),
-                default)
+from compress.quant.qdq_nodes import attr
 
 
 def _consumers(nodes) -> dict:
@@ -110,10 +106,10 @@ def _plan(build, nodes, config, excluded: set) -> tuple[list, dict, dict, dict]:
         elif node.op_type == "Gemm" and build.is_float_weight(node.input[1]) \
                 and _float(build, node.input[0]):
             activations.update(dict.fromkeys((node.input[0], node.output[0])))
-            axis = 0 if _attr(node, "transB", 0) else 1
+            axis = 0 if attr(node, "transB", 0) else 1
             weights.setdefault(node.input[1], axis if config.per_channel else None)
             if len(node.input) > 2 and build.is_float_weight(node.input[2]) and config.quantize_bias:
-                biases[node.input[2]] = (node, node.input[0], node.input[1], _attr(node, "beta", 1.0))
+                biases[node.input[2]] = (node, node.input[0], node.input[1], attr(node, "beta", 1.0))
         elif node.op_type == "MatMul" and all(build.is_float_weight(n) or _float(build, n)
                                               for n in node.input):
             for name in node.input:

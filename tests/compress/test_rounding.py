@@ -90,3 +90,18 @@ def test_layers_it_cannot_round_are_left_alone():
     gemm_t = helper.make_node("Gemm", ["x", "w"], ["y"], transA=1)
     assert [rounding.geometry(n) for n in (conv3d, same, gemm_t)] == [None, None, None]
     assert rounding.geometry(helper.make_node("Gemm", ["x", "w"], ["y"])).groups == 1
+
+
+def test_hessian_takes_its_row_budget_from_at_most_hessian_feeds_feeds():
+    """H's cost is per feed and layer: of 128 feeds it takes every other one, each with
+    the share of the layer's row budget that makes the budget over those it takes."""
+    shape = rounding.Geometry(1, (1, 1))
+    x = np.random.default_rng(2).standard_normal((1, 300, 8, 8)).astype(np.float32)
+    hessian = rounding.Hessian.budgeted(shape, 300, 128, seed=0)
+    for _ in range(128):
+        hessian.add(x)
+    budget = min(rounding.ROWS_PER_INPUT * 300, rounding.MAX_ROWS)
+    assert hessian.every == 2 and hessian.positions == -(-budget // 64)
+    h = hessian.mean()
+    assert hessian.rows == 64 * hessian.positions and h.shape == (1, 300, 300)
+    np.testing.assert_allclose(h[0], h[0].T, rtol=1e-5, atol=1e-6)  # float32 sums
