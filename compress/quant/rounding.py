@@ -144,26 +144,41 @@ class Hessian:
         return None if self.sum is None else self.sum.astype(np.float64) / max(self.rows, 1)
 
 
-def _inverse_factor(h: np.ndarray) -> np.ndarray:
-    """Upper Cholesky factor of H^-1, per group, H damped first (dead inputs: a column
-    whose input is always zero gets a unit diagonal and its weight is simply rounded)."""
-    h, index = h.copy(), np.arange(h.shape[1])
-    diagonal = h[:, index, index]
+def _inverse_factor(h: np.ndarray) -> np.ndarray | None:
+    """Upper Cholesky factor U of H^-1 (H^-1 = U^T U), per group, H damped first (a dead
+    input, always zero, gets a unit diagonal and its weight is simply rounded); None when
+    H is not finite or stays singular at 100x the damping.
+
+    One Cholesky of H itself, in float64: with J the order-reversing permutation and
+    J H J = L L^T, U = J L^-1 J. (Inverting H and then factoring H^-1 in float32 failed
+    as "not positive definite" on EfficientNet-Lite0 with 128 feeds.)"""
+    if not np.all(np.isfinite(h)):
+        return None
+    index = np.arange(h.shape[1])
+    diagonal = h[:, index, index].copy()
     diagonal[diagonal <= 0] = 1.0
-    h[:, index, index] = diagonal + DAMPING * diagonal.mean(axis=1, keepdims=True)
-    # float32, as GPTQ's own implementation: the damping keeps it well conditioned, and
-    # the inverse of a 2304-wide H takes a third of float64's time
-    inverse = np.linalg.inv(h.astype(np.float32))
-    return np.swapaxes(np.linalg.cholesky(inverse), 1, 2).astype(np.float64)
+    scale = diagonal.mean(axis=1, keepdims=True)
+    for damping in (DAMPING, 10 * DAMPING, 100 * DAMPING):
+        damped = h.copy()
+        damped[:, index, index] = diagonal + damping * scale
+        try:
+            lower = np.linalg.cholesky(damped[:, ::-1, ::-1])
+        except np.linalg.LinAlgError:
+            continue
+        return np.ascontiguousarray(np.linalg.inv(lower)[:, ::-1, ::-1])
+    return None
 
 
 def gptq(weight: np.ndarray, h: np.ndarray, step: np.ndarray, zero: np.ndarray,
          limits: tuple[int, int]) -> np.ndarray:
     """The integers for `weight` (groups, outputs per group, inputs per group), each output
     channel on its own grid (`step`, `zero`: (groups, outputs per group, 1)), rounded
-    against H (groups, inputs, inputs). Returns integers in `weight`'s shape."""
-    w = weight.astype(np.float64).copy()
+    against H (groups, inputs, inputs). Returns integers in `weight`'s shape, or None
+    where H cannot be factored (the caller keeps nearest rounding)."""
     factor = _inverse_factor(h)
+    if factor is None:
+        return None
+    w = weight.astype(np.float64).copy()
     integers = np.zeros_like(w)
     width = w.shape[2]
     for start in range(0, width, BLOCK):
@@ -241,7 +256,8 @@ def round_weights(seen, qdq, float_model) -> RoundingReport:
 
 def _rounded(node, grid: Quantized, weight: np.ndarray, h: np.ndarray) -> np.ndarray | None:
     """The new integers of one layer on `grid` (its nearest-rounded weights), in the
-    layout of its weight initializer; None where its scales do not run along its outputs."""
+    layout of its weight initializer; None where its scales do not run along its outputs
+    or its H cannot be factored."""
     flipped = _inputs_by_outputs(node)  # then rounded as (outputs, inputs)
     w, axis = (weight.T, 1) if flipped else (weight, 0)
     if grid.scale.size > 1 and grid.scale.shape[axis] != grid.scale.size:
@@ -253,5 +269,7 @@ def _rounded(node, grid: Quantized, weight: np.ndarray, h: np.ndarray) -> np.nda
     # reduce_range): nearest rounding reaches its ends at each channel's extreme
     limits = (int(grid.integers.min()), int(grid.integers.max()))
     found = gptq(w.reshape(groups, w.shape[0] // groups, -1), h, step, zero, limits)
+    if found is None:
+        return None
     found = found.reshape(w.shape)
     return (found.T if flipped else found).astype(grid.integers.dtype)

@@ -105,3 +105,19 @@ def test_hessian_takes_its_row_budget_from_at_most_hessian_feeds_feeds():
     h = hessian.mean()
     assert hessian.rows == 64 * hessian.positions and h.shape == (1, 300, 300)
     np.testing.assert_allclose(h[0], h[0].T, rtol=1e-5, atol=1e-6)  # float32 sums
+
+
+def test_singular_or_broken_h_never_fails_the_stage():
+    """Duplicated and always-zero inputs make H singular: the damping still factors it
+    and the rounding is valid; an H with NaN (a feed the float model overflowed on) is
+    refused, so the layer keeps nearest rounding instead of the stage failing."""
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal((40, 100))
+    x = np.concatenate([base, base, np.zeros((40, 100))], axis=1)  # 300 inputs, rank 40
+    h = (x.T @ x / len(x))[None]
+    w = rng.standard_normal((1, 8, 300))
+    step, zero = np.abs(w).max(axis=2, keepdims=True) / 127, np.zeros((1, 8, 1))
+    found = rounding.gptq(w, h, step, zero, (-127, 127))
+    assert found is not None and np.abs(found - np.round(w / step)).max() <= 3
+    h[0, 5, 5] = np.nan
+    assert rounding.gptq(w, h, step, zero, (-127, 127)) is None
