@@ -43,6 +43,8 @@ def _unsupported(config) -> str | None:
             return f"activations {config.activations}"
         if config.bias_method("onnx") in ("fast", "sequential"):  # asked for, not the check
             return "bias_correction"
+        if "weight_rounding" in config.model_fields_set and config.weight_rounding == "gptq":
+            return "weight_rounding gptq"  # asked for, not the default
         if config.equalize or config.calibration in ("mean_minmax", "mse"):
             return "equalize" if config.equalize else f"calibration {config.calibration}"
     return None

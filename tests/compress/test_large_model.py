@@ -157,3 +157,18 @@ def test_an_accuracy_aware_search_calibrates_once(small, tmp_path, monkeypatch):
     report = result.artifacts[-1].meta["accuracy_aware"]
     assert len(report["sensitivity"]) == 4  # every layer tried alone in float
     assert len(calls) == 1
+
+
+@pytest.mark.parametrize("settings, reason", [
+    ({}, None),  # the defaults: checked bias correction and GPTQ are skipped, not refused
+    ({"weight_rounding": "nearest", "bias_correction": False}, None),
+    ({"weight_rounding": "gptq"}, "weight_rounding gptq"),
+    ({"bias_correction": True}, "bias_correction"),
+    ({"equalize": True}, "equalize"),
+])
+def test_settings_asked_for_that_only_the_in_memory_quantizer_makes(settings, reason):
+    """A large model goes tensor by tensor unless a setting set on purpose needs
+    onnxruntime's in-memory quantizer; defaults the streamed path cannot make do not."""
+    from compress.quant.streamed import _unsupported
+    from compress.stages.quantize_schemes import Int8Static
+    assert _unsupported(Int8Static(name="int8", **settings)) == reason
