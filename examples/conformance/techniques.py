@@ -50,8 +50,9 @@ MODELS = {"efficientnet": ("EfficientNet-Lite0", "classifier"),
           "yolov8n": ("YOLOv8n detector", "yolov8"),
           "orientation": ("text orientation classifier", "classifier"),
           "ddddocr_det": ("OCR detector (YOLOX-style)", "yolox")}
-# quantize_static alone, from a calibration cache: no ranges of its own, no bias correction
-PLAIN = Int8Static(name="int8", bias_correction=False)
+# quantize_static alone, from a calibration cache: no ranges of its own, no bias
+# correction, nearest rounding (what each technique row then adds is its own)
+PLAIN = Int8Static(name="int8", bias_correction=False, weight_rounding="nearest")
 JITTER = 1e-3   # the noise band: minmax ranges moved by up to +-0.1%
 
 
@@ -174,6 +175,28 @@ def fast_corrected(bench: Bench, base: Variant) -> Variant:
                    f"{done.layers_corrected} layers")
 
 
+def rounded(bench: Bench, base: Variant) -> list[Variant]:
+    """GPTQ rounding of `base`'s weights, then fast bias correction of the rounded model,
+    both from one pass of the float model (as int8-static makes them); kept whatever
+    they do."""
+    from compress.quant import rounding
+    started = time.perf_counter()
+    float_model, qdq = onnx.load(str(bench.prepared)), onnx.load(str(base.path))
+    seen = fast_bias.layer_pass(float_model, qdq, bench.calibration, THREADS, hessians=True)
+    done = rounding.round_weights(seen, qdq, float_model)
+    out = [Variant(f"{base.name} + GPTQ", bench.out(slug(f"{base.name} + GPTQ")),
+                   {**base.steps, "pass + GPTQ": time.perf_counter() - started},
+                   f"{done.layers_rounded} layers, {done.weights_changed:.0%} of the weights moved")]
+    onnx.save(qdq, str(out[0].path))
+    started = time.perf_counter()
+    fast_bias.shift_biases(seen, qdq, float_model)
+    name = f"{base.name} + GPTQ + fast BC"
+    out.append(Variant(name, bench.out(slug(name)),
+                       {**out[0].steps, "fast BC": time.perf_counter() - started}, out[0].note))
+    onnx.save(qdq, str(out[1].path))
+    return out
+
+
 def sequential(bench: Bench, base: Variant) -> Variant:
     """Sequential bias correction of `base` on some of the calibration feeds, spread over
     them: it runs the quantized model once per layer (64 feeds: up to 10 minutes here)."""
@@ -233,10 +256,10 @@ def pipeline_default(bench: Bench) -> Variant:
         data={"calibration": bench.calibration},
         stages=[{**INT8, "samples": len(bench.calibration)}]))
     artifact = next(a for a in result.artifacts if a.id == INT8["name"])
-    meta, corrected = artifact.meta, artifact.meta.get("bias_correction") or {}
-    note = ("fast BC {}: calibration SQNR {} -> {} dB".format(
-        "kept" if corrected["kept"] else "dropped", corrected["sqnr_db_without"],
-        corrected["sqnr_db_with"]) if "kept" in corrected else json.dumps(corrected))
+    meta, checked = artifact.meta, artifact.meta.get("bias_correction") or {}
+    note = ("kept {}; calibration SQNR: {}".format(checked["kept"], ", ".join(
+        f"{name} {sqnr} dB" for name, sqnr in checked["calibration_sqnr_db"].items()))
+        if "kept" in checked else json.dumps(checked))
     return Variant("pipeline default (int8-static)", result.run_dir / artifact.path,
                    {"stage": meta["seconds"]}, note)
 
@@ -253,6 +276,7 @@ def variants(bench: Bench):
     yield equalized(bench)
     yield fast_corrected(bench, minmax)
     yield fast_corrected(bench, percentile)
+    yield from rounded(bench, minmax)
     yield sequential(bench, minmax)
     yield pipeline_default(bench)
     yield from noise_band(bench)

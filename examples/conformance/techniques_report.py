@@ -131,7 +131,8 @@ def _spread(result: dict, suffix: str) -> str:
 
 
 COMPARED = ("mean_minmax", "mse", "percentile", "CLE + minmax", "minmax + fast BC",
-            "percentile + fast BC", "minmax + sequential BC", "pipeline default (int8-static)")
+            "percentile + fast BC", "minmax + GPTQ", "minmax + GPTQ + fast BC",
+            "minmax + sequential BC", "pipeline default (int8-static)")
 
 
 def delta_table(results: list) -> list[str]:
@@ -181,8 +182,10 @@ def render(results: list, command: str, elapsed: float, host: dict, when: str) -
         cores=host["cores"], arch=host["arch"], flags=", ".join(host["cpu_flags"]),
         tables="\n".join(tables), deltas="\n".join(delta_table(results)),
         ranges=_bullets(results, _ranges),
-        checked=_bullets(results, lambda r: "{}; unconditionally {}".format(
-            _row(r, "pipeline default (int8-static)")["note"], _delta(r, "minmax + fast BC"))),
+        checked=_bullets(results, lambda r: "{}; unconditionally: fast BC {}, GPTQ {}, GPTQ + "
+                         "fast BC {}".format(_row(r, "pipeline default (int8-static)")["note"],
+                                             *(_delta(r, f"minmax + {t}") for t in (
+                                                 "fast BC", "GPTQ", "GPTQ + fast BC")))),
         sequential=_bullets(results, _sequential), slower=_slower(results),
         cle=_bullets(results, lambda r: _row(r, "CLE + minmax")["note"].split(" (")[0]
                      + f", {_delta(r, 'CLE + minmax')}"))
@@ -225,15 +228,22 @@ not a benchmark.
   model gives the per-channel mean of every Conv/Gemm input; the output mean shift that
   quantizing the weights and the input causes, W_q E[Q(x)] - W E[x], is taken off the
   bias. No quantized model is run. Here kept whatever it does.
+- **GPTQ**, error-compensating weight rounding (compress/quant/rounding.py): the int8
+  weights of each Conv/Gemm rounded one input column at a time, each column's rounding
+  error spread over the columns still to round against the layer's input second
+  moments H = E[x x^T] (sampled input patches, from the same one float pass as fast BC);
+  quantize_static's scales, zero points and integer range are kept. Here on minmax,
+  alone and followed by fast BC, kept whatever they do.
 - **sequential BC** (compress/quant/bias_correction.py): Nagel et al.'s empirical bias
   correction, layer by layer: the quantized model is run once per layer and each
   layer's output mean moved onto the float model's, earlier layers already corrected.
   That cost limits it here to some of the calibration feeds, spread over them (the
   row's note says how many; `--sequential-feeds`).
 - **pipeline default**: int8-static with no options through `compress.run`: the opset
-  per-channel QDQ needs, quant_pre_process, onnxruntime's MinMax calibration, then fast
-  BC kept only where it raises the output SQNR against the float model on the
-  calibration feeds (compress/quant/int8_steps.py). Seconds: the whole stage.
+  per-channel QDQ needs, quant_pre_process, onnxruntime's MinMax calibration, then of
+  the model as quantized, with fast BC, GPTQ-rounded, and GPTQ-rounded with fast BC, the
+  one with the highest output SQNR against the float model on 32 of the calibration
+  feeds (compress/quant/int8_steps.py). Seconds: the whole stage.
 - **noise band**: minmax with every range moved by up to 0.1% (2 random draws), with and
   without fast BC. A change this small should not matter: how far it moves a figure is
   how much of any difference in that model's rows is noise.
@@ -277,15 +287,18 @@ take onnxruntime's MinMax calibrator, the minmax rows ranges.py's: the same rang
 float round-off, which alone moves the orientation classifier's output SQNR visibly
 (by hand against minmax).
 
-**Bias correction on ONNX: fast, checked on the calibration feeds.** Fast BC helps some
-models and costs others, so the pipeline measures: the output SQNR against the float
-model on the calibration feeds, with and without it, and keeps it only when that rises.
-What the check did, and what fast BC kept whatever it does gave (against minmax, on the
-evaluation feeds):
+**Bias correction and weight rounding on ONNX: fast BC and GPTQ, checked on the
+calibration feeds.** Each helps some models and costs others, so the pipeline measures:
+the output SQNR against the float model on calibration feeds of the model as quantized,
+corrected, rounded, and rounded and corrected, and keeps the best. What the check kept
+(with the four calibration SQNRs), and what each gave kept whatever it does (against
+minmax, on the evaluation feeds):
 
 {checked}
 
-`bias_correction: true` keeps it always, `false` turns it off. The sequential
+The whole stage with these defaults beside quantize_static by hand, and its time:
+[rounding.md](rounding.md). `bias_correction: true` keeps fast BC always, `false` turns
+it off; `weight_rounding: nearest` turns GPTQ off. The sequential
 correction, which `bias_correction: true` used to run on ONNX, is retired from that
 place: it took {slower} times as long as fast BC and came out below it on every model,
 below even minmax alone on the SQNR that matters (clearly on YOLOv8n, within the noise
