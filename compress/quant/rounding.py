@@ -32,10 +32,11 @@ DAMPING = 0.01     # of H's mean diagonal, added to it: keeps the inverse well c
 BLOCK = 128        # columns rounded together before the rest are updated (GPTQ's lazy batch)
 # rows of H per layer, over all feeds: ROWS_PER_INPUT per input of the layer, within
 # [MIN_ROWS, MAX_ROWS]. A row costs width^2 multiply-adds, so wide layers are what the
-# cap bounds; measured on the corpus: docs/int8.md.
+# cap bounds. A time budget, not a measured optimum: in a trial, up to 16 times the rows
+# did not raise EfficientNet-Lite0's or the orientation classifier's calibration SQNR.
 ROWS_PER_INPUT, MIN_ROWS, MAX_ROWS = 8, 1024, 2048
 MAX_WIDTH = 2304    # wider layers (e.g. CREPE's 128x64 kernels: 8192) keep nearest rounding:
-# H's inverse grows with width^3 (8192 wide: 23 s on 2 cores, more than the rest of the stage)
+# factoring H grows with width^3 (8192 wide took longer than the rest of CREPE's stage)
 FLUSH_ROWS = 512    # rows gathered before they are multiplied out
 HESSIAN_FEEDS = 64  # at most, spread over the pass's feeds: H's cost is per feed and layer
 

@@ -54,14 +54,15 @@ def measure(name: str, settings: dict) -> str:
         seconds = time.perf_counter() - started
         result = compress.run(pipeline, force=True, quiet=True)
         artifact = result.artifacts[-1]
-        kept = artifact.meta.get("bias_correction", {}).get("kept")
+        checked = artifact.meta.get("bias_correction") or {}
         evaluation = list(load_dataset(resolved, "evaluation", resolved.model.inputs).feeds)
         reference = run_feeds(fp32, None, evaluation)
         judged = [feed_fidelity(run_feeds(path, None, evaluation), reference)
                   for path in (result.run_dir / artifact.path, by_hand)]
     top1 = [f" (top-1 {j['top1_agreement']:.3f})" if anchor.classifier else "" for j in judged]
     return (f"| {entry.name} | {judged[0]['sqnr_db']:.1f} dB{top1[0]} | {judged[1]['sqnr_db']:.1f}"
-            f" dB{top1[1]} | {kept} | {artifact.meta['seconds']:.1f} | {seconds:.1f} | "
+            f" dB{top1[1]} | {checked.get('kept')} | {artifact.meta['seconds']:.1f} | "
+            f"{checked.get('rounding_seconds', 0):.1f} | {seconds:.1f} | "
             f"{artifact.meta['seconds'] / seconds:.2f}x |")
 
 
@@ -115,7 +116,7 @@ def main() -> None:
         except json.JSONDecodeError:
             settings[key] = value
     print(f"settings: {settings or 'defaults'}\n\n| model | pipeline | by hand | kept by the check "
-          "| stage s | by hand s | ratio |\n|---|---:|---:|---|---:|---:|---:|")
+          "| stage s | of it, GPTQ s | by hand s | ratio |\n|---|---:|---:|---|---:|---:|---:|---:|")
     for model in args.models:
         print(measure(model, settings), flush=True)
 
