@@ -231,7 +231,7 @@ not a benchmark.
 - **GPTQ**, error-compensating weight rounding (compress/quant/rounding.py): the int8
   weights of each Conv/Gemm rounded one input column at a time, each column's rounding
   error spread over the columns still to round against the layer's input second
-  moments H = E[x x^T] (sampled input patches, from the same one float pass as fast BC);
+  moments H = E[x x^T] (sampled input patches, hessian.py, from the float pass of fast BC);
   quantize_static's scales, zero points and integer range are kept. Here on minmax,
   alone and followed by fast BC, kept whatever they do.
 - **sequential BC** (compress/quant/bias_correction.py): Nagel et al.'s empirical bias

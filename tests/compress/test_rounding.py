@@ -1,4 +1,4 @@
-"""GPTQ weight rounding (compress/quant/rounding.py): the input patches it builds H
+"""GPTQ weight rounding (compress/quant/rounding.py, hessian.py): the input patches it builds H
 from, the rounding against H, and the whole pass on the small MobileNet-like CNN of
 test_int8_techniques.py (trained on the digits)."""
 from __future__ import annotations
@@ -9,7 +9,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from compress.quant import fast_bias, rounding
+from compress.quant import fast_bias, hessian, rounding
 from tests.compress.test_int8_techniques import _outputs, _quantize, tiny  # noqa: F401
 
 
@@ -30,9 +30,9 @@ def test_patches_are_the_convolutions_own_input_rows(groups, kernel, strides, pa
             "y", TensorProto.FLOAT, None)], [numpy_helper.from_array(w, "w")])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
     y = ort.InferenceSession(model.SerializeToString()).run(None, {"x": x})[0]
-    shape = rounding.geometry(node)
-    assert shape == rounding.Geometry(groups, kernel, strides, pads, dilations)
-    rows = rounding.patches(x, shape, 10 ** 6, np.random.default_rng(0))  # every position
+    shape = hessian.geometry(node)
+    assert shape == hessian.Geometry(groups, kernel, strides, pads, dilations)
+    rows = hessian.patches(x, shape, 10 ** 6, np.random.default_rng(0))  # every position
     assert rows.shape == (groups, y.size // w.shape[0], w[0].size)
     products = np.einsum("gmd,god->gom", rows, w.reshape(groups, 8 // groups, -1))
     np.testing.assert_allclose(np.sort(products.ravel()), np.sort(y.ravel()), atol=1e-4)
@@ -88,22 +88,22 @@ def test_layers_it_cannot_round_are_left_alone():
     conv3d = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3, 3])
     same = helper.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[3, 3], auto_pad="SAME_UPPER")
     gemm_t = helper.make_node("Gemm", ["x", "w"], ["y"], transA=1)
-    assert [rounding.geometry(n) for n in (conv3d, same, gemm_t)] == [None, None, None]
-    assert rounding.geometry(helper.make_node("Gemm", ["x", "w"], ["y"])).groups == 1
+    assert [hessian.geometry(n) for n in (conv3d, same, gemm_t)] == [None, None, None]
+    assert hessian.geometry(helper.make_node("Gemm", ["x", "w"], ["y"])).groups == 1
 
 
 def test_hessian_takes_its_row_budget_from_at_most_hessian_feeds_feeds():
     """H's cost is per feed and layer: of 128 feeds it takes every other one, each with
     the share of the layer's row budget that makes the budget over those it takes."""
-    shape = rounding.Geometry(1, (1, 1))
+    shape = hessian.Geometry(1, (1, 1))
     x = np.random.default_rng(2).standard_normal((1, 300, 8, 8)).astype(np.float32)
-    hessian = rounding.Hessian.budgeted(shape, 300, 128, seed=0)
+    moments = hessian.Hessian.budgeted(shape, 300, 128, seed=0)
     for _ in range(128):
-        hessian.add(x)
-    budget = min(rounding.ROWS_PER_INPUT * 300, rounding.MAX_ROWS)
-    assert hessian.every == 2 and hessian.positions == -(-budget // 64)
-    h = hessian.mean()
-    assert hessian.rows == 64 * hessian.positions and h.shape == (1, 300, 300)
+        moments.add(x)
+    budget = min(hessian.ROWS_PER_INPUT * 300, hessian.MAX_ROWS)
+    assert moments.every == 2 and moments.positions == -(-budget // 64)
+    h = moments.mean()
+    assert moments.rows == 64 * moments.positions and h.shape == (1, 300, 300)
     np.testing.assert_allclose(h[0], h[0].T, rtol=1e-5, atol=1e-6)  # float32 sums
 
 
