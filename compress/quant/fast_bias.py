@@ -112,7 +112,7 @@ def _quantized_mean(x: np.ndarray, scale: np.ndarray, zero: np.ndarray) -> np.nd
     np.rint(q, out=q)
     q += zero.astype(x.dtype)
     np.clip(q, info.min, info.max, out=q)
-    return (_channel_mean(q) - float(zero)) * float(scale)
+    return (_channel_mean(q) - zero.item()) * scale.item()  # one of each per tensor
 
 
 @dataclass

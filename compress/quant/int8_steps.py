@@ -54,24 +54,26 @@ def round_and_correct(source: Path, target: Path, feeds: list[dict], config, ctx
     if method is None and not rounding:
         return None
     chosen = spread(feeds, config.bias_correction_samples)
-    import onnx
+    one_pass = method in ("fast", "checked")  # made from the float pass GPTQ also takes
+    meta = {"weight_rounding": config.weight_rounding}
+    if rounding or one_pass:
+        import onnx
 
-    from compress.quant import fast_bias
-    what = " + ".join(["GPTQ rounding"] * rounding + [f"bias correction ({method})"] * bool(method))
-    with ctx.progress.task(f"{what}, {len(chosen)} feeds", None):
-        float_model, qdq = onnx.load(str(source)), onnx.load(str(target))
-        seen = fast_bias.layer_pass(float_model, qdq, chosen, os.cpu_count() or 1,
-                                    hessians=rounding, outputs=method == "checked")
-        if method == "checked":
-            return _checked(seen, float_model, qdq, target, chosen, rounding)
-        meta = {"weight_rounding": config.weight_rounding}
-        if rounding:
-            meta.update(_rounding_meta(seen, qdq, float_model))
-        if method == "fast":
-            largest = fast_bias.shift_biases(seen, qdq, float_model)
-            meta.update(method=method, layers_corrected=len(seen.pairs), feeds=len(chosen),
-                        largest_shift=largest)
-        onnx.save(qdq, str(target))
+        from compress.quant import fast_bias
+        what = " + ".join(["GPTQ rounding"] * rounding + [f"bias correction ({method})"] * one_pass)
+        with ctx.progress.task(f"{what}, {len(chosen)} feeds", None):
+            float_model, qdq = onnx.load(str(source)), onnx.load(str(target))
+            seen = fast_bias.layer_pass(float_model, qdq, chosen, os.cpu_count() or 1,
+                                        hessians=rounding, outputs=method == "checked")
+            if method == "checked":
+                return _checked(seen, float_model, qdq, target, chosen, rounding)
+            if rounding:
+                meta.update(_rounding_meta(seen, qdq, float_model))
+            if method == "fast":
+                largest = fast_bias.shift_biases(seen, qdq, float_model)
+                meta.update(method=method, layers_corrected=len(seen.pairs), feeds=len(chosen),
+                            largest_shift=largest)
+            onnx.save(qdq, str(target))
     if method == "sequential":
         from compress.quant.bias_correction import correct_biases as sequential
         with ctx.progress.task(f"bias correction ({len(chosen)} feeds)", None) as advance:

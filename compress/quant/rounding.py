@@ -125,10 +125,11 @@ def round_weights(seen, qdq, float_model) -> RoundingReport:
     floats = {i.name: i for i in float_model.graph.initializer}
     rounded, changed, total = 0, 0, 0
     for k, ((layer, twin), hessian) in enumerate(zip(seen.pairs, seen.hessians)):
-        h = hessian.mean() if hessian is not None else None
+        if hessian is None:
+            continue  # a layer GPTQ does not round, or too wide
         dq = producer[layer.node.input[1]]
         grid = quantized(dq, inits)
-        new = None if h is None else _rounded(layer.node, grid, array(floats, twin.input[1]), h)
+        new = _rounded(layer.node, grid, array(floats, twin.input[1]), hessian.mean())
         if new is None:
             continue
         inits[dq.input[0]].CopyFrom(numpy_helper.from_array(new, dq.input[0]))

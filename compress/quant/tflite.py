@@ -47,7 +47,8 @@ def check_full_int8(report: dict) -> None:
 def quantize_file(fp32: Path, target: Path, mode: str, ctx, settings: dict) -> dict:
     """Write `target`, the `mode` (fp16 | dynamic-int8 | int8) quantization of `fp32`.
     `settings`: samples, channels_last, bias_correction (the method, fast or
-    sequential, or None), bias_correction_samples and purpose (for messages). Returns what goes into the artifact's meta."""
+    sequential, or None), bias_correction_samples and purpose (for messages). Returns
+    what goes into the artifact's meta."""
     from export.tflite import converter_logs_hidden, quantize, tensor_report
     calibration = None
     if mode == "int8":

@@ -1,8 +1,8 @@
 """The int8-static stage beside quant_pre_process + quantize_static by hand, on the same
 FP32 ONNX file and the same 256 calibration feeds, one anchor at a time: the wall time
 of each (medians of --repeat runs, side by side), and the fidelity of each file to FP32
-on the evaluation feeds (output SQNR, top-1 agreement for the classifiers). Run `make anchors` first: the torch models' FP32
-files come from its run folders.
+on the evaluation feeds (output SQNR, top-1 agreement for the classifiers). Run
+`make anchors` first: the torch models' FP32 files come from its run folders.
 
     python examples/anchors/stage_time.py efficientnet yolov8n ...
     python examples/anchors/stage_time.py --set bias_correction_samples=128 efficientnet

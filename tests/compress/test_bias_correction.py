@@ -55,3 +55,19 @@ def test_quantize_stage_reports_the_correction(project, asked, method, count):
         assert set(scores) == {"as quantized", "bias", "gptq", "gptq+bias"}
         assert scores[meta["kept"]] == max(scores.values())
         assert meta["weight_rounding"] == "gptq" and meta["layers_rounded"] == 4
+
+
+def test_sequential_correction_with_nearest_rounding_makes_no_float_pass(project, monkeypatch):
+    """The one float pass serves GPTQ and the fast correction; the sequential correction
+    measures for itself, so with nearest rounding the pass is not made at all."""
+    from compress.quant import fast_bias
+    passes = []
+    real = fast_bias.layer_pass
+    monkeypatch.setattr(fast_bias, "layer_pass", lambda *a, **k: passes.append(1) or real(*a, **k))
+    quantize = {"type": "quantize", "scheme": "int8-static", "bias_correction_samples": 16,
+                "bias_correction": "sequential", "weight_rounding": "nearest"}
+    stages = [{"type": "export.onnx"}, quantize]
+    result = compress.run(write_pipeline(project, pipeline_dict(stages=stages, targets=[])))
+    meta = result.artifacts[-1].meta["bias_correction"]
+    assert meta["method"] == "sequential" and meta["weight_rounding"] == "nearest"
+    assert meta["layers_corrected"] == 4 and passes == []
