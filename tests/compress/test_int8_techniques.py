@@ -314,3 +314,16 @@ def test_fast_bias_correction_changes_only_biases_and_improves_fidelity(tiny, tm
         changed = {a.name for a, b in zip(old.initializer, new.initializer) if a != b}
         assert changed and changed <= _biases(old)
         assert _sqnr(corrected, reference, feeds) > _sqnr(quantized, reference, feeds) + gain
+
+
+@pytest.mark.parametrize("shape", [(), (1,)])
+def test_quantized_input_mean_is_the_mean_of_the_dequantized_input(shape):
+    """E[Q(x)] per channel as a QuantizeLinear / DequantizeLinear pair makes it, for a
+    per-tensor scale and zero point stored as a scalar or as a one-element vector (numpy 2
+    refuses float() on the latter)."""
+    from compress.quant.fast_bias import _quantized_mean
+    x = np.random.default_rng(5).normal(0.3, 1.0, (2, 3, 5, 7)).astype(np.float32)
+    scale, zero = np.full(shape, 0.02, np.float32), np.full(shape, 128, np.uint8)
+    dequantized = (np.clip(np.round(x / scale) + 128.0, 0, 255) - 128.0) * 0.02
+    np.testing.assert_allclose(_quantized_mean(x, scale, zero),
+                               dequantized.mean(axis=(0, 2, 3)), rtol=1e-5, atol=1e-6)
