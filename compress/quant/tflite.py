@@ -4,7 +4,6 @@ on data.calibration (then bias-corrected against the float file). Shared by
 export.tflite, after converting a torch model, and quantize, for a TFLite source."""
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from compress.errors import ModelError
@@ -21,21 +20,6 @@ def calibration_feeds(ctx, samples: int, channels_last: bool, purpose: str) -> l
     return feeds
 
 
-def _bias_correction(fp32: Path, target: Path, calibration: list[dict], samples: int,
-                     ctx, method: str) -> dict:
-    """fast: one pass of the float model (tflite_fast_bias.py); sequential: layer by
-    layer with the int8 model (tflite_bias_correction.py)."""
-    from compress.quant.int8_steps import spread
-    if method == "sequential":
-        from compress.quant.tflite_bias_correction import correct_biases
-    else:
-        from compress.quant.tflite_fast_bias import correct_biases_fast as correct_biases
-    feeds = spread(calibration, samples)
-    with ctx.progress.task(f"bias correction ({method}, {len(feeds)} feeds)", None) as advance:
-        report = correct_biases(fp32, target, feeds, threads=os.cpu_count() or 1, advance=advance)
-    return {**report, "method": method}
-
-
 def check_full_int8(report: dict) -> None:
     if report["float32_tensors"]:
         names = ", ".join(report["float32_tensors"][:8])
@@ -46,21 +30,18 @@ def check_full_int8(report: dict) -> None:
 
 def quantize_file(fp32: Path, target: Path, mode: str, ctx, settings: dict) -> dict:
     """Write `target`, the `mode` (fp16 | dynamic-int8 | int8) quantization of `fp32`.
-    `settings`: samples, channels_last, bias_correction (the method, fast or
-    sequential, or None), bias_correction_samples and purpose (for messages). Returns
-    what goes into the artifact's meta."""
+    `settings`: samples, channels_last and purpose (for messages); for int8 also
+    `int8`, a tflite_int8.Int8Settings. Returns what goes into the artifact's meta."""
     from export.tflite import converter_logs_hidden, quantize, tensor_report
-    calibration = None
+    meta = {}
     if mode == "int8":
+        from compress.quant.tflite_int8 import write_int8
         calibration = calibration_feeds(ctx, settings["samples"], settings["channels_last"],
                                         settings["purpose"])
-    with converter_logs_hidden():
-        quantize(fp32, target, mode, calibration)
-    meta = {}
-    if mode == "int8" and settings["bias_correction"]:  # outside: it shows progress
-        meta["bias_correction"] = _bias_correction(
-            fp32, target, calibration, settings["bias_correction_samples"], ctx,
-            settings["bias_correction"])
+        meta.update(write_int8(fp32, target, calibration, settings["int8"], ctx))
+    else:
+        with converter_logs_hidden():
+            quantize(fp32, target, mode, None)
     with converter_logs_hidden():
         meta["tensors"] = tensor_report(target)
     if mode == "int8":
@@ -80,13 +61,13 @@ def quantize_stage(artifact, config, ctx, mode: str, precision: str):
     """A TFLite model quantized by ai-edge-quantizer, checked against the float file."""
     source, target = ctx.path(artifact), ctx.out_dir / "model.tflite"
     ctx.progress.note(f"quantizing the TFLite model ({mode}, ai-edge-quantizer)")
-    calibrated = {"samples": config.samples,  # full int8 only (int8-static)
-                  "bias_correction_samples": config.bias_correction_samples} \
-        if mode == "int8" else {}
-    meta = quantize_file(source, target, mode, ctx, {
-        **calibrated, "channels_last": False,
-        "bias_correction": config.bias_method("tflite"),
-        "purpose": f"quantize {config.scheme} of a TFLite model"})
+    settings = {"channels_last": False, "purpose": f"quantize {config.scheme} of a TFLite model"}
+    if mode == "int8":  # int8-static
+        from compress.quant.tflite_int8 import Int8Settings
+        settings.update(samples=config.samples, int8=Int8Settings(
+            _ranges(config), config.bias_method("tflite"), config.weight_rounding,
+            config.bias_correction_samples))
+    meta = quantize_file(source, target, mode, ctx, settings)
     from compress.artifacts import Output
     from compress.model_run import run_feeds
     feeds, _ = ctx.sample_feeds(32)
@@ -95,3 +76,21 @@ def quantize_stage(artifact, config, ctx, mode: str, precision: str):
                 parity={"worst": {"output": "worst", **{k: v for k, v in agreement.items()
                                                         if k != "outputs"}}})
     return [Output(target, "tflite", precision, meta)]
+
+
+# int8-static's `calibration` on a TFLite model: ai-edge-quantizer computes min and max
+# only, so the two estimators made of those are what it can take
+TFLITE_RANGES = {"minmax": "minmax", "mean_minmax": "average"}
+
+
+def _ranges(config) -> str:
+    """The activation ranges of a TFLite source: both checked (export.tflite.RANGES)
+    unless `calibration` is set."""
+    if "calibration" not in config.model_fields_set:
+        return "auto"
+    if config.calibration not in TFLITE_RANGES:
+        from compress.errors import ConfigError
+        raise ConfigError(f"calibration: {config.calibration} is for ONNX models; a TFLite "
+                          f"model takes {' or '.join(TFLITE_RANGES)}, or leave it unset "
+                          "(both tried, the better kept)")
+    return TFLITE_RANGES[config.calibration]

@@ -90,17 +90,23 @@ def correctable_layers(float_model: bytes, quantized: bytes) -> list[Layer]:
 
 def bias_views(model: bytearray, layers: list[Layer]) -> list[np.ndarray]:
     """Writable int32 views of each layer's bias inside `model`'s bytes."""
+    return buffer_views(model, [layer.bias_buffer for layer in layers], np.int32)
+
+
+def buffer_views(model: bytearray, buffers: list[int], dtype) -> list[np.ndarray]:
+    """Writable views, as `dtype`, of the given buffers inside `model`'s bytes."""
     schema = _schema()
     root = schema.Model.GetRootAs(model, 0)
     views = []
-    for layer in layers:
-        buffer = root.Buffers(layer.bias_buffer)
+    for index in buffers:
+        buffer = root.Buffers(index)
         if buffer.Offset() > 1:  # stored after the flatbuffer
             start, size = buffer.Offset(), buffer.Size()
         else:  # inline vector
             start = buffer._tab.Vector(buffer._tab.Offset(4))
             size = buffer.DataLength()
-        views.append(np.frombuffer(model, np.int32, count=size // 4, offset=start))
+        views.append(np.frombuffer(model, dtype, count=size // np.dtype(dtype).itemsize,
+                                   offset=start))
     return views
 
 

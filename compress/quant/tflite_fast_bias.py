@@ -59,10 +59,19 @@ class _Plan:
     depthwise: bool
     input: int                    # the layer's input tensor in the float model
     weight: int                   # its weight tensor in the float model
-    weight_q: np.ndarray          # int8 weight, dequantized, in the op's layout
+    integers: np.ndarray          # the int8 weight, in the op's layout
+    grid: tuple[np.ndarray, np.ndarray]  # its scale and zero point, shaped to broadcast
+    weight_buffer: int            # where `integers` live in the int8 file
     input_q: tuple[float, int]    # scale and zero point of the int8 layer's input
     taps: _Taps
     fully_connected: bool
+    input_shape: tuple[int, int, int]  # the input's height, width, channels (NHWC)
+
+    @property
+    def weight_q(self) -> np.ndarray:
+        """The int8 weight, dequantized, in the op's layout."""
+        scale, zero = self.grid
+        return (self.integers.astype(np.float64) - zero) * scale
 
 
 def _padding_before(size: int, out: int, kernel: int, stride: int, dilation: int,
@@ -133,26 +142,28 @@ def _as_nhwc(x: np.ndarray, plan: _Plan) -> np.ndarray:
     return x.reshape(1, -1, 1, x.shape[-1]) if plan.fully_connected else x
 
 
-def _plan(layer: Layer, qmodel, op, float_op, weight_q: np.ndarray) -> _Plan:
+def _plan(layer: Layer, qmodel, op, float_op, integers: np.ndarray) -> _Plan:
     """`layer` (the int8 `op`, its twin `float_op` in the float model) made ready."""
     graph = qmodel.subgraphs[0]
     x, w, out = (graph.tensors[i] for i in (op.inputs[0], op.inputs[1], op.outputs[0]))
     depthwise = _builtin_code(qmodel, op) == DEPTHWISE
     fully_connected = len(w.shape) == 2
     axis = w.quantization.quantizedDimension
-    shape = [1] * weight_q.ndim
+    shape = [1] * integers.ndim
     shape[axis] = -1  # per output channel: dimension 0 (OHWI, [out, in]), 3 (1HWC)
     scale = np.asarray(w.quantization.scale, np.float64).reshape(shape)
     zero = np.asarray(w.quantization.zeroPoint, np.float64).reshape(shape)
     if fully_connected:
         rows = int(np.prod(x.shape[:-1]))
-        taps = _Taps((1, 1), (1, 1), (1, 1), (0, 0), (rows, 1))
+        taps, size = _Taps((1, 1), (1, 1), (1, 1), (0, 0), (rows, 1)), (rows, 1)
     else:
         taps = _taps(op.builtinOptions, x.shape, w.shape, out.shape)
+        size = (int(x.shape[1]), int(x.shape[2]))
+    size = (*size, int(x.shape[-1]))
     return _Plan(layer, depthwise, int(float_op.inputs[0]), int(float_op.inputs[1]),
-                 (weight_q.astype(np.float64) - zero) * scale,
+                 integers.copy(), (scale, zero), w.buffer,
                  (float(x.quantization.scale[0]), int(x.quantization.zeroPoint[0])),
-                 taps, fully_connected)
+                 taps, fully_connected, size)
 
 
 def _plans(float_bytes: bytes, quantized: bytes, layers: list[Layer], threads: int) -> list:
@@ -182,45 +193,94 @@ def _fake_quantize(x: np.ndarray, scale: float, zero: int) -> np.ndarray:
     return (q - zero) * np.float32(scale)
 
 
-def _shifts(float_bytes: bytes, plans: list[_Plan], feeds: list[dict], threads: int,
-            advance: Callable[[int], None]) -> list[np.ndarray]:
-    """Per layer: the mean per output channel of (int8 layer - float layer), bias aside,
-    over the feeds and all output positions."""
+@dataclass
+class _Sums:
+    """One layer's sums over the pass: its float input and that input on the int8
+    grid, per kernel tap (_tap_sums), and the output positions they cover."""
+    plain: object = 0.0
+    quantized: object = 0.0
+    positions: int = 0
+
+    def shift(self, plan: _Plan, weight: np.ndarray) -> np.ndarray:
+        """The mean per output channel of (int8 layer - float layer), bias aside."""
+        return (_response(plan, plan.weight_q, self.quantized)
+                - _response(plan, weight, self.plain)) / self.positions
+
+
+def _float_pass(float_bytes: bytes, plans: list[_Plan], feeds: list[dict], threads: int,
+                advance: Callable[[int], None], hessians: list) -> tuple[list, list]:
+    """Each layer's _Sums over the feeds (and its inputs given to its Hessian, where it
+    has one), and its float weight."""
+    from compress.quant.tflite_rounding import as_rows_input
     model = _interpreter(float_bytes, threads)
-    plain = [0.0] * len(plans)
-    quantized = [0.0] * len(plans)
-    positions = [0] * len(plans)
+    sums = [_Sums() for _ in plans]
     for feed in feeds:
         _invoke(model, feed)
-        for i, plan in enumerate(plans):
-            x = _as_nhwc(model.get_tensor(plan.input), plan)
-            plain[i] = plain[i] + _tap_sums(x, plan.taps)
-            quantized[i] = quantized[i] + _tap_sums(_fake_quantize(x, *plan.input_q), plan.taps)
-            positions[i] += x.shape[0] * plan.taps.out[0] * plan.taps.out[1]
+        for plan, total, hessian in zip(plans, sums, hessians):
+            x = model.get_tensor(plan.input)
+            if hessian is not None:
+                hessian.add(as_rows_input(x, plan))
+            x = _as_nhwc(x, plan)
+            total.plain = total.plain + _tap_sums(x, plan.taps)
+            total.quantized = total.quantized + _tap_sums(_fake_quantize(x, *plan.input_q),
+                                                          plan.taps)
+            total.positions += x.shape[0] * plan.taps.out[0] * plan.taps.out[1]
         advance(1)
-    return [(_response(plan, plan.weight_q, q)
-             - _response(plan, model.get_tensor(plan.weight).astype(np.float64), p)) / n
-            for plan, p, q, n in zip(plans, plain, quantized, positions)]
+    return sums, [model.get_tensor(plan.weight).astype(np.float64) for plan in plans]
 
 
 def correct_biases_fast(float_path: Path, quantized_path: Path, feeds: list[dict], *,
-                        threads: int = 2, advance: Callable[[int], None] = lambda n: None
-                        ) -> dict:
-    """Rewrite the int32 biases of the int8 model at `quantized_path` in place, from one
-    run of the float model at `float_path` over `feeds` (`advance(1)` after each)."""
+                        threads: int = 2, advance: Callable[[int], None] = lambda n: None,
+                        rounding: str = "nearest", correct: bool = True) -> dict:
+    """Rewrite the int8 model at `quantized_path` in place from one run of the float
+    model at `float_path` over `feeds` (`advance(1)` after each): its int8 weights
+    GPTQ-rounded (`rounding` "gptq", tflite_rounding.py), then (`correct`) its int32
+    biases corrected for the weights it then has."""
+    made, report = variants(float_path.read_bytes(), quantized_path.read_bytes(), feeds,
+                            [(rounding, correct)], threads=threads, advance=advance)
+    quantized_path.write_bytes(made[(rounding, correct)])
+    return report
+
+
+def variants(float_bytes: bytes, quantized: bytes, feeds: list[dict], wanted: list[tuple],
+             *, threads: int = 2, advance: Callable[[int], None] = lambda n: None
+             ) -> tuple[dict, dict]:
+    """The int8 model `quantized` as each (rounding, corrected) pair in `wanted` asks,
+    from one run of the float model over `feeds`: rounding "nearest" (as it is) or
+    "gptq"; corrected: its biases moved by the fast correction. Returns the files'
+    bytes by pair, and a report."""
     started = time.perf_counter()
-    model = bytearray(quantized_path.read_bytes())
-    float_bytes = float_path.read_bytes()
-    plans = _plans(float_bytes, bytes(model), correctable_layers(float_bytes, bytes(model)),
-                   threads)
+    plans = _plans(float_bytes, quantized, correctable_layers(float_bytes, quantized), threads)
     if not plans:
-        return {"layers_corrected": 0, "samples": len(feeds), "method": "fast"}
+        return ({pair: quantized for pair in wanted},
+                {"layers_corrected": 0, "samples": len(feeds), "method": "fast"})
+    from compress.quant import tflite_rounding
+    rounding = any(pair[0] == "gptq" for pair in wanted)
+    hessians = tflite_rounding.hessians(plans, len(feeds)) if rounding else [None] * len(plans)
+    sums, weights = _float_pass(float_bytes, plans, feeds, threads, advance, hessians)
+    report = {"samples": len(feeds)}
+    base = {"nearest": (quantized, plans)}
+    if rounding:
+        model = bytearray(quantized)
+        rounded_plans, rounded = tflite_rounding.round_weights(model, plans, hessians, weights)
+        base["gptq"] = (bytes(model), rounded_plans)
+        report.update(layers_rounded=rounded.layers_rounded,
+                      weights_changed=rounded.weights_changed,
+                      rounding_seconds=round(rounded.seconds, 3))
+    made = {}
+    for pair in wanted:
+        content, layer_plans = base[pair[0]]
+        model = bytearray(content)
+        if pair[1]:
+            report.update(_corrected(model, layer_plans, sums, weights))
+        made[pair] = bytes(model)
+    return made, {**report, "seconds": round(time.perf_counter() - started, 3)}
+def _corrected(model: bytearray, plans: list[_Plan], sums: list[_Sums], weights: list) -> dict:
+    """Each layer's int32 bias moved by its shift, in `model`'s bytes."""
     layers = [plan.layer for plan in plans]
-    shifts = _shifts(float_bytes, plans, feeds, threads, advance)
+    shifts = [total.shift(plan, weight) for plan, total, weight in zip(plans, sums, weights)]
     for bias, layer, shift in zip(bias_views(model, layers), layers, shifts):
         steps = np.round(shift / layer.bias_scale).astype(np.int64)
         bias[:] = np.clip(bias - steps, -2**31, 2**31 - 1).astype(np.int32)
-    quantized_path.write_bytes(bytes(model))
-    return {"layers_corrected": len(plans), "samples": len(feeds),
-            "largest_mean_shift": max(float(np.abs(s).max()) for s in shifts),
-            "method": "fast", "seconds": round(time.perf_counter() - started, 3)}
+    return {"layers_corrected": len(plans), "method": "fast",
+            "largest_mean_shift": max(float(np.abs(s).max()) for s in shifts)}

@@ -19,7 +19,8 @@ PRECISION = {"fp32": "fp32", "fp16": "fp16", "dynamic-int8": "int8-dynamic", "in
 
 class ExportTflite(StageConfig):
     # 2: int8 output ranges widened to the float model's true extremes; 3: bias correction
-    cache_version = 4  # 4: the fast bias correction by default
+    # 4: the fast bias correction by default; 5: GPTQ rounding, both ranges, checked
+    cache_version = 5
     type: Literal["export.tflite"] = Field("export.tflite", description="a torch model to "
                                            "TFLite (fp32, fp16, dynamic-int8, int8)")
     mode: Literal["fp32", "fp16", "dynamic-int8", "int8"] = Field(
@@ -30,13 +31,25 @@ class ExportTflite(StageConfig):
         "zero point recorded; float otherwise)")
     channels_last: bool = Field(False, description="NHWC image inputs, as TFLite users feed them")
     samples: PositiveInt = Field(256, description="calibration samples for mode int8")
-    bias_correction: Union[bool, Literal["fast", "sequential"]] = Field(
-        True, description="mode int8: bias correction of every convolution and fully "
-        "connected layer against the float model. true/fast: one pass of the float model; "
-        "sequential: layer by layer with the int8 model (far slower; measured against "
-        "each other in docs/reference.md); false: off")
+    bias_correction: Optional[Union[bool, Literal["fast", "sequential"]]] = Field(
+        None, description="mode int8: bias correction of every convolution and fully "
+        "connected layer against the float model. Default (unset): the fast correction, "
+        "kept only where it raises the output SQNR on the calibration feeds (docs/tflite.md); "
+        "true/fast: one pass of the float model, always; sequential: layer by layer with the "
+        "int8 model (far slower; docs/reference.md); false: off")
     bias_correction_samples: PositiveInt = Field(
-        64, description="calibration samples used for bias correction (spread evenly)")
+        64, description="calibration samples used for bias correction and weight rounding "
+        "(spread evenly)")
+    weight_rounding: Literal["nearest", "gptq"] = Field(
+        "gptq", description="mode int8: how the int8 weights are rounded: gptq, "
+        "error-compensating against the layer's inputs on the calibration feeds (same "
+        "scales, same speed), or nearest (ai-edge-quantizer's); with bias_correction unset "
+        "both are tried and the better kept")
+    activation_ranges: Literal["auto", "average", "minmax"] = Field(
+        "auto", description="mode int8: how activation ranges are taken from the "
+        "calibration data: average (ai-edge-quantizer's moving average of each sample's "
+        "min and max), minmax (the extremes over all samples), or auto: both, the better "
+        "on the calibration feeds kept (docs/tflite.md)")
     parity_samples: PositiveInt = Field(32, description="samples compared with torch")
     preset: presets.PresetName = Field(
         None, description="export preset (export/presets/) whose TFLite settings (mode, io, "
@@ -127,10 +140,12 @@ def run(artifact, config: ExportTflite, ctx) -> list[Output]:
         meta["tensors"] = tensor_report(fp32)
     if config.mode != "fp32":
         target = ctx.out_dir / "model.tflite"
+        from compress.quant.tflite_int8 import Int8Settings
         meta = post.quantize_file(fp32, target, config.mode, ctx, {
             "samples": config.samples, "channels_last": config.channels_last,
-            "bias_correction": bias_method(config.bias_correction, "tflite"),
-            "bias_correction_samples": config.bias_correction_samples,
+            "int8": Int8Settings(config.activation_ranges,
+                                 bias_method(config.bias_correction, "tflite"),
+                                 config.weight_rounding, config.bias_correction_samples),
             "purpose": "export.tflite in mode int8"})
         fp32.unlink()
     reference = torch_outputs(model, ctx.inputs, feeds, torch)

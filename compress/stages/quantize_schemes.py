@@ -15,8 +15,9 @@ from export import presets
 
 class QuantizeBase(StageConfig):
     # 2: int4 schemes, asymmetric int4 by default, effective bits recorded; 3: presets,
-    # the graph's Q/DQ types recorded; 4: one config class per scheme
-    cache_version = 4
+    # the graph's Q/DQ types recorded; 4: one config class per scheme; 5: a TFLite model's
+    # int8 rounded by GPTQ and checked over two range estimators
+    cache_version = 5
     type: Literal["quantize"] = Field("quantize", description="INT8, INT4 or fp16 "
                                       "quantization of an ONNX, TFLite or torch model")
     preset: presets.PresetName = Field(
@@ -161,8 +162,8 @@ class Int8Static(_Int8):
     # instead of 138 s, and CREPE 24.9 dB where the sequential one gave 25.5.
     bias_correction: Optional[Union[bool, Literal["fast", "sequential"]]] = Field(
         None, description="undo the output mean shift quantization adds to every Conv/Gemm. "
-        "Default (unset): ONNX: the fast correction (one float pass), kept only where it "
-        "raises the output SQNR on the calibration feeds; TFLite: fast. true: fast, always; "
+        "Default (unset): the fast correction (one float pass), kept only where it raises "
+        "the output SQNR on the calibration feeds (TFLite: docs/tflite.md). true: fast, always; "
         "sequential: layer by layer with the quantized model (slow); false: off")
     # 64: the pass over them is most of what the default adds to quantize_static's time;
     # 128 moved no CNN of the corpus by more than 0.3 dB (docs/rounding.md)
@@ -173,7 +174,7 @@ class Int8Static(_Int8):
     # from 23.1 to 25.1 dB and YOLOv8n from 30.0 to 31.3 dB; the default's check keeps, per
     # model, the best of as quantized / corrected / rounded / rounded and corrected.
     weight_rounding: Literal["nearest", "gptq"] = Field(
-        "gptq", description="how int8 weights are rounded (ONNX): gptq, error-compensating "
+        "gptq", description="how int8 weights are rounded (ONNX and TFLite): gptq, error-compensating "
         "against the layer's inputs on the calibration feeds (same scales, same speed), or "
         "nearest (quantize_static's)")
 

@@ -46,6 +46,18 @@ def test_int8_is_int8_through_and_records_io_quantization(exported):
     assert nhwc["shape"] == [1, 8, 8, 1]
 
 
+def test_int8_keeps_the_candidate_closest_to_the_float_model(exported):
+    """Both range estimators x (as quantized, corrected, GPTQ-rounded, both): the one with
+    the highest SQNR on the calibration feeds is the file written."""
+    meta = next(a for a in exported.artifacts if a.id == "int8").meta
+    scores = meta["check"]["calibration_sqnr_db"]
+    assert sorted(scores) == sorted(f"{r}{v}" for r in ("average", "minmax")
+                                    for v in ("", "+bias", "+gptq", "+gptq+bias"))
+    assert meta["check"]["kept"] == max(scores, key=scores.get)
+    assert meta["ranges"] == meta["check"]["kept"].split("+")[0]
+    assert meta["weight_rounding"]["layers_rounded"] == 4
+
+
 def test_io_must_fit_the_mode():
     stage = {"type": "export.tflite", "mode": "int8", "io": "float"}
     with pytest.raises(ConfigError, match="no float-I/O option"):

@@ -1,0 +1,117 @@
+"""Full-int8 TFLite files from a float .tflite file: ai-edge-quantizer's quantization,
+then GPTQ weight rounding and bias correction, and a check that keeps the candidate
+closest to the float model.
+
+The candidates (the default, `bias_correction` unset): each activation range estimator
+(export.tflite.RANGES: ai-edge-quantizer's moving average, and the extremes) times the
+file as quantized, bias-corrected (fast), GPTQ-rounded, and rounded then corrected. Which
+wins depends on the model (docs/tflite.md), so each is run on CHECK_FEEDS calibration
+feeds and the one whose outputs have the highest SQNR against the float file's is kept:
+the same rule as the ONNX int8-static stage (int8_steps.py).
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class Int8Settings:
+    """What the stage asks of the int8 file."""
+    ranges: str                 # a name in export.tflite.RANGES, or "auto": each, checked
+    bias_correction: str | None  # checked, fast, sequential, or None (off)
+    weight_rounding: str        # nearest or gptq
+    samples: int                # calibration feeds for the correction and the rounding
+
+
+def pairs(settings: Int8Settings) -> list[tuple[str, bool]]:
+    """The (rounding, corrected) variants of each quantized file."""
+    roundings = ["nearest"] + ["gptq"] * (settings.weight_rounding == "gptq")
+    if settings.bias_correction == "checked":
+        return [(r, corrected) for r in roundings for corrected in (False, True)]
+    return [(settings.weight_rounding, settings.bias_correction == "fast")]
+
+
+def label(ranges: str, rounding: str, corrected: bool) -> str:
+    return "+".join([ranges] + ["gptq"] * (rounding == "gptq") + ["bias"] * corrected)
+
+
+def write_int8(fp32: Path, target: Path, calibration: list[dict], settings: Int8Settings,
+               ctx) -> dict:
+    """Write `target`; what goes into the artifact's meta."""
+    from export.tflite import RANGES, converter_logs_hidden, quantize_int8
+    names = list(RANGES) if settings.ranges == "auto" else [settings.ranges]
+    with tempfile.TemporaryDirectory(dir=target.parent, prefix=".int8-") as folder:
+        files = {name: Path(folder) / f"{name}.tflite" for name in names}
+        with converter_logs_hidden():
+            quantize_int8(fp32, files, calibration)
+        candidates, meta = _variants(fp32, files, calibration, settings, ctx)
+    if len(candidates) > 1:
+        kept, scores = _checked(fp32, candidates, calibration, target.parent)
+        meta["check"] = {"kept": kept, "calibration_sqnr_db": scores,
+                         "check_feeds": min(CHECK_FEEDS, len(calibration))}
+    else:
+        kept = next(iter(candidates))
+    target.write_bytes(candidates[kept])
+    meta["ranges"] = kept.split("+")[0]
+    if settings.bias_correction == "sequential":
+        meta["bias_correction"] = _sequential(fp32, target, calibration, settings, ctx)
+    return meta
+
+
+def _variants(fp32: Path, files: dict[str, Path], calibration: list[dict],
+              settings: Int8Settings, ctx) -> tuple[dict[str, bytes], dict]:
+    """Every candidate's bytes by label, and the rounding and correction reports."""
+    from compress.quant.int8_steps import spread
+    from compress.quant.tflite_fast_bias import variants
+    wanted, float_bytes = pairs(settings), fp32.read_bytes()
+    if wanted == [("nearest", False)]:
+        return {label(n, "nearest", False): path.read_bytes() for n, path in files.items()}, {}
+    feeds = spread(calibration, settings.samples)
+    what = " + ".join(["GPTQ rounding"] * (settings.weight_rounding == "gptq")
+                      + ["bias correction"] * (settings.bias_correction in ("checked", "fast")))
+    candidates, report = {}, {}
+    for name, path in files.items():
+        with ctx.progress.task(f"{what} ({name} ranges), {len(feeds)} feeds", None) as advance:
+            made, report = variants(float_bytes, path.read_bytes(), feeds, wanted,
+                                    threads=os.cpu_count() or 1, advance=advance)
+        candidates.update({label(name, *pair): content for pair, content in made.items()})
+    rounded = {k: report.pop(k) for k in ("layers_rounded", "weights_changed",
+                                          "rounding_seconds") if k in report}
+    meta = {"weight_rounding": {"method": settings.weight_rounding, **rounded}}
+    if settings.bias_correction in ("checked", "fast"):
+        meta["bias_correction"] = {**report, "method": settings.bias_correction}
+    return candidates, meta
+
+
+CHECK_FEEDS = 32  # calibration feeds each candidate is run on
+
+
+def _checked(fp32: Path, candidates: dict[str, bytes], calibration: list[dict],
+             folder: Path) -> tuple[str, dict[str, float]]:
+    """The candidate whose outputs are closest to the float file's (SQNR), and every
+    candidate's SQNR, on CHECK_FEEDS of the calibration feeds."""
+    from compress.model_run import run_feeds
+    from compress.quant.int8_steps import spread
+    from runtimes.metrics import feed_fidelity
+    feeds = spread(calibration, CHECK_FEEDS)
+    reference, scores = run_feeds(fp32, None, feeds), {}
+    with tempfile.TemporaryDirectory(dir=folder, prefix=".check-") as scratch:
+        for name, content in candidates.items():
+            path = Path(scratch) / "candidate.tflite"
+            path.write_bytes(content)
+            scores[name] = round(feed_fidelity(run_feeds(path, None, feeds), reference)["sqnr_db"], 2)
+    return max(scores, key=scores.get), scores
+
+
+def _sequential(fp32: Path, target: Path, calibration: list[dict], settings: Int8Settings,
+                ctx) -> dict:
+    """The sequential correction (layer by layer with the int8 model) of the kept file."""
+    from compress.quant.int8_steps import spread
+    from compress.quant.tflite_bias_correction import correct_biases
+    feeds = spread(calibration, settings.samples)
+    with ctx.progress.task(f"bias correction (sequential, {len(feeds)} feeds)", None) as advance:
+        report = correct_biases(fp32, target, feeds, threads=os.cpu_count() or 1, advance=advance)
+    return {**report, "method": "sequential"}

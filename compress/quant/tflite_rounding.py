@@ -1,0 +1,140 @@
+"""GPTQ rounding (rounding.py) of the int8 weights of a full-int8 .tflite file's
+CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED ops, from the pass of the float file
+that the fast bias correction makes (tflite_fast_bias.py).
+
+The ONNX rounding's pieces, for TFLite's layouts: each layer's float input (NHWC) is
+read as NCHW so that hessian.patches samples its rows, and each weight is brought to
+(groups, outputs per group, inputs per group) in the order of those rows:
+
+    CONV_2D            OHWI  -> O, (I, kh, kw)    groups = input channels / I
+    DEPTHWISE_CONV_2D  1HWC  -> C*M, (kh, kw)     groups = input channels (M outputs each)
+    FULLY_CONNECTED    [out, in]                  one group
+
+ai-edge-quantizer's scales and zero points stay: only the integers change, written in
+place into the weight buffers of the file's bytes.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from compress.quant.hessian import MAX_WIDTH, Geometry, Hessian
+from compress.quant.rounding import gptq
+from compress.quant.tflite_bias_correction import buffer_views
+
+
+@dataclass(frozen=True)
+class TfliteRounding:
+    layers_rounded: int
+    weights_changed: float  # the share of integer weights that differ from before
+    seconds: float
+
+
+def _geometry(plan) -> Geometry:
+    """How hessian.patches turns the layer's NCHW input into rows."""
+    if plan.fully_connected:
+        return Geometry(groups=1)
+    taps, after = plan.taps, []
+    for axis in (0, 1):  # what TFLite's SAME padding puts after the input, or none (VALID)
+        total = ((taps.out[axis] - 1) * taps.stride[axis]
+                 + (taps.kernel[axis] - 1) * taps.dilation[axis] + 1 - plan.input_shape[axis])
+        after.append(max(total, 0) - taps.pad[axis])
+    return Geometry(_groups(plan), taps.kernel, taps.stride, (*taps.pad, *after), taps.dilation)
+
+
+def _groups(plan) -> int:
+    channels = plan.input_shape[2]
+    if plan.fully_connected:
+        return 1
+    return channels if plan.depthwise else channels // plan.integers.shape[3]
+
+
+def _by_outputs(weight: np.ndarray, plan) -> np.ndarray:
+    """The weight as (outputs, inputs per group), inputs in hessian.patches' row order."""
+    if plan.fully_connected:
+        return weight
+    if plan.depthwise:  # 1HWC -> C*M, kh*kw
+        return weight[0].transpose(2, 0, 1).reshape(weight.shape[3], -1)
+    return weight.transpose(0, 3, 1, 2).reshape(weight.shape[0], -1)  # OHWI -> O, I*kh*kw
+
+
+def _in_layout(rows: np.ndarray, plan) -> np.ndarray:
+    """_by_outputs undone."""
+    shape = plan.integers.shape
+    if plan.fully_connected:
+        return rows
+    if plan.depthwise:
+        return rows.reshape(shape[3], shape[1], shape[2]).transpose(1, 2, 0)[None]
+    return rows.reshape(shape[0], shape[3], shape[1], shape[2]).transpose(0, 2, 3, 1)
+
+
+def _width(plan) -> int:
+    return _by_outputs(plan.integers, plan).shape[1]
+
+
+def hessians(plans: list, feeds: int) -> list[Hessian | None]:
+    """An accumulator per layer (None where the layer is wider than MAX_WIDTH)."""
+    return [None if _width(plan) > MAX_WIDTH
+            else Hessian.budgeted(_geometry(plan), _width(plan), feeds, seed)
+            for seed, plan in enumerate(plans)]
+
+
+def as_rows_input(x: np.ndarray, plan) -> np.ndarray:
+    """The layer's float input as hessian.patches reads it: NCHW, or rows of inputs."""
+    return x if plan.fully_connected else x.transpose(0, 3, 1, 2)
+
+
+def _rounded(plan, weight: np.ndarray, h: np.ndarray) -> np.ndarray | None:
+    """The layer's new integers, in its layout; None where H cannot be factored or its
+    scales do not run along its outputs."""
+    rows, integers = _by_outputs(weight.astype(np.float64), plan), plan.integers
+    outputs, groups = rows.shape[0], h.shape[0]
+    scale, zero = (np.broadcast_to(v.reshape(-1), (outputs,)) if v.size in (1, outputs) else None
+                   for v in plan.grid)
+    if scale is None or zero is None:
+        return None
+    step, zero = (v.reshape(groups, outputs // groups, 1) for v in (scale, zero))
+    # the integer range the quantizer used (symmetric [-127, 127]): nearest rounding
+    # reaches its ends at each channel's extreme
+    limits = (int(integers.min()), int(integers.max()))
+    found = gptq(rows.reshape(groups, outputs // groups, -1), h, step, zero, limits)
+    if found is None:
+        return None
+    return _in_layout(found.reshape(rows.shape), plan).astype(integers.dtype)
+
+
+def round_weights(model: bytearray, plans: list, hessians_: list, weights: list) -> tuple:
+    """GPTQ-round each layer with an H, against its float `weights`, writing the integers
+    into `model`'s bytes. Returns the plans with their new integers, and a report."""
+    started = time.perf_counter()
+    shared = _shared_buffers(model)
+    rounded, changed, total, new_plans = 0, 0, 0, []
+    for plan, hessian, weight in zip(plans, hessians_, weights):
+        h = None if hessian is None or plan.weight_buffer in shared else hessian.mean()
+        found = None if h is None else _rounded(plan, weight, h)
+        if found is None:
+            new_plans.append(plan)
+            continue
+        view = buffer_views(model, [plan.weight_buffer], found.dtype)[0]
+        if view.size != found.size:  # not stored as plain int8 values: leave it
+            new_plans.append(plan)
+            continue
+        view[:] = found.reshape(-1)
+        rounded, total = rounded + 1, total + found.size
+        changed += int((found != plan.integers).sum())
+        new_plans.append(replace(plan, integers=found))
+    return new_plans, TfliteRounding(rounded, round(changed / max(total, 1), 4),
+                                     time.perf_counter() - started)
+
+
+def _shared_buffers(model: bytearray) -> set[int]:
+    """Buffers more than one tensor reads: rounding one layer's would change another's."""
+    from compress.quant.tflite_bias_correction import _schema
+    root = _schema().Model.GetRootAs(model, 0)
+    graph, counts = root.Subgraphs(0), {}
+    for i in range(graph.TensorsLength()):
+        buffer = graph.Tensors(i).Buffer()
+        counts[buffer] = counts.get(buffer, 0) + 1
+    return {buffer for buffer, count in counts.items() if count > 1 and buffer > 0}
