@@ -140,8 +140,10 @@ What the columns hold:
   ONNX: the whole quantize stage as its runner timed it (pre-processing, opset upgrade
   where needed, calibration, quantization, checks). By hand: quant_pre_process plus quantize_static. NNCF: the
   nncf.quantize call. ai-edge-quantizer: calibrate plus quantize plus export. Pipeline
-  TFLite: the whole export.tflite int8 stage, which converts from torch again, quantizes,
-  corrects biases layer by layer and checks the result; the FP32 rows show their export.
+  TFLite: the whole export.tflite int8 stage, which converts from torch again, quantizes
+  with two range estimators, rounds (GPTQ) and corrects biases, keeps the best of its
+  candidates on calibration feeds (docs/tflite.md) and checks the result; the FP32 rows
+  show their export.
 
 Reading the tables:
 - The pipeline's int8-static is onnxruntime's quantizer with the same settings as by
@@ -154,8 +156,9 @@ Reading the tables:
 - ai-edge-quantizer's defaults take each tensor's range as the average of per-sample
   minima and maxima, which clips the outputs of a classifier (see
   `widen_output_ranges` in export/tflite.py); the pipeline widens the output ranges to
-  the float model's extremes and corrects biases, which is what its longer quantize
-  time buys.
+  the float model's extremes, also tries the extremes for every tensor, rounds weights
+  with GPTQ and corrects biases, keeping what scores best on the calibration feeds:
+  that is what its longer quantize time buys.
 - An int8 model slower than FP32 on onnxruntime (the orientation classifier): its
   HardSwish has no QDQ kernel and stays float between DequantizeLinear and
   QuantizeLinear nodes (docs/conformance.md).
