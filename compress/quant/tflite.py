@@ -1,7 +1,8 @@
 """Post-training quantization of a float .tflite file with ai-edge-quantizer: fp16
 weights, dynamic-range int8 (int8 weights, float activations) or full int8 calibrated
-on data.calibration (then bias-corrected against the float file). Shared by
-export.tflite, after converting a torch model, and quantize, for a TFLite source."""
+on data.calibration (then GPTQ-rounded, bias-corrected and checked: tflite_int8.py).
+Shared by export.tflite, after converting a torch model, and quantize, for a TFLite
+source."""
 from __future__ import annotations
 
 from pathlib import Path
