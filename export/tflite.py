@@ -99,11 +99,12 @@ def quantize_int8(fp32: Path, targets: dict[str, Path], calibration: list[dict])
         names = signature_inputs(fp32)
         samples = [{name: feed[key] for name, key in zip(names, feed)} for feed in calibration]
         tracked = _calibrated(qt, calibrator, fp32, samples)
+        extremes = output_extremes(fp32, calibration, tracked)
         for name, target in targets.items():
             low, high = RANGES[name]
-            stats = {tensor: {**qsv, "min": qsv[low], "max": qsv[high]} if low in qsv else qsv
-                     for tensor, qsv in tracked.items()}
-            widen_output_ranges(stats, fp32, calibration)
+            stats = {tensor: {**qsv, "min": qsv[low], "max": qsv[high]} if low in qsv
+                     else dict(qsv) for tensor, qsv in tracked.items()}
+            widen_output_ranges(stats, extremes)
             qt.quantize(stats, enable_progress_report=False).export_model(str(target),
                                                                           overwrite=True)
 
@@ -144,29 +145,39 @@ def _quiet():
         yield
 
 
-def widen_output_ranges(stats: dict, fp32: Path, calibration: list[dict]) -> None:
-    """Make the model outputs' ranges cover what the float model really produces.
+def widen_output_ranges(stats: dict, extremes: dict[str, tuple]) -> None:
+    """Make the model outputs' ranges cover what the float model really produces
+    (`extremes`: output_extremes).
 
     ai-edge-quantizer averages each tensor's min/max over the calibration samples (a
     moving average), which suits activations but clips the outputs: on EfficientNet-Lite0
     the logits reached 12.1 while the int8 output range ended at 6.7, so 88 of 105 photo
-    crops saturated and their top-1 became a tie. The true extremes of the outputs are
-    cheap to measure on the float model, so the output ranges use those."""
+    crops saturated and their top-1 became a tie."""
+    for name, (low, high) in extremes.items():
+        if name in stats and "min" in stats[name]:
+            qsv = stats[name]
+            qsv["min"] = np.minimum(qsv["min"], np.float32(low))
+            qsv["max"] = np.maximum(qsv["max"], np.float32(high))
+
+
+def output_extremes(fp32: Path, calibration: list[dict], tracked: dict) -> dict[str, tuple]:
+    """The lowest and highest value of each model output over the calibration feeds:
+    what the calibration pass recorded ("lowest", "highest"; _both_ranges), or, where it
+    could not, measured by running the float model."""
     from runtimes.feeds import select_inputs
     from runtimes.loader import load
 
     with load(str(fp32), engine="litert") as session:
+        if all("lowest" in tracked.get(name, {}) for name in session.outputs):
+            return {name: (float(np.min(tracked[name]["lowest"])),
+                           float(np.max(tracked[name]["highest"]))) for name in session.outputs}
         low = {name: np.inf for name in session.outputs}
         high = {name: -np.inf for name in session.outputs}
         for feed in calibration:
             for name, value in zip(session.outputs, session.run(select_inputs(feed, session.inputs))):
                 low[name] = min(low[name], float(value.min()))
                 high[name] = max(high[name], float(value.max()))
-    for name in low:
-        if name in stats and "min" in stats[name]:
-            qsv = stats[name]
-            qsv["min"] = np.minimum(qsv["min"], np.float32(low[name]))
-            qsv["max"] = np.maximum(qsv["max"], np.float32(high[name]))
+    return {name: (low[name], high[name]) for name in low}
 
 
 def tensor_report(path: Path) -> dict:

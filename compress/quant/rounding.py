@@ -149,14 +149,23 @@ def _rounded(node, grid: Quantized, weight: np.ndarray, h: np.ndarray) -> np.nda
     w, axis = (weight.T, 1) if flipped else (weight, 0)
     if grid.scale.size > 1 and grid.scale.shape[axis] != grid.scale.size:
         return None
-    groups = h.shape[0]
-    step, zero = (np.broadcast_to(v.reshape(-1), (w.shape[0],)).reshape(groups, -1, 1)
-                  for v in (grid.scale, grid.zero))
-    # the integer range quantize_static used (symmetric [-127, 127], 7-bit with
-    # reduce_range): nearest rounding reaches its ends at each channel's extreme
-    limits = (int(grid.integers.min()), int(grid.integers.max()))
-    found = gptq(w.reshape(groups, w.shape[0] // groups, -1), h, step, zero, limits)
+    found = gptq_by_outputs(w, h, grid.scale, grid.zero, grid.integers)
     if found is None:
         return None
-    found = found.reshape(w.shape)
-    return (found.T if flipped else found).astype(grid.integers.dtype)
+    return found.T if flipped else found
+
+
+def gptq_by_outputs(rows: np.ndarray, h: np.ndarray, scale: np.ndarray, zero: np.ndarray,
+                    integers: np.ndarray) -> np.ndarray | None:
+    """gptq for a layer's float weight laid out as `rows` (outputs, then its inputs), its
+    outputs grouped as H is, each on its own grid (`scale`, `zero`: one per output, or
+    one for all); `integers` are its nearest-rounded ones, in any layout. Returns the new
+    integers in `rows`' shape and `integers`' type, or None where H cannot be factored."""
+    outputs, groups = rows.shape[0], h.shape[0]
+    step, zero = (np.broadcast_to(np.reshape(v, -1), (outputs,)).reshape(groups, -1, 1)
+                  for v in (scale, zero))
+    # the integer range the quantizer used (symmetric [-127, 127], 7-bit with
+    # reduce_range): nearest rounding reaches its ends at each channel's extreme
+    limits = (int(integers.min()), int(integers.max()))
+    found = gptq(rows.reshape(groups, outputs // groups, -1), h, step, zero, limits)
+    return None if found is None else found.reshape(rows.shape).astype(integers.dtype)

@@ -207,26 +207,37 @@ class _Sums:
                 - _response(plan, weight, self.plain)) / self.positions
 
 
-def _float_pass(float_bytes: bytes, plans: list[_Plan], feeds: list[dict], threads: int,
-                advance: Callable[[int], None], hessians: list) -> tuple[list, list]:
-    """Each layer's _Sums over the feeds (and its inputs given to its Hessian, where it
-    has one), and its float weight."""
+def _float_pass(float_bytes: bytes, plans: dict[str, list[_Plan]], feeds: list[dict],
+                threads: int, advance: Callable[[int], None], hessians: dict) -> tuple:
+    """Each file's layers' _Sums over the feeds, their inputs given to the Hessians (by
+    float weight tensor), and the float weights (by tensor). One run of the float model
+    serves every file: a tap sum two files' layers share (the same input, or the same
+    input on the same grid) is taken once."""
     from compress.quant.tflite_rounding import as_rows_input
     model = _interpreter(float_bytes, threads)
-    sums = [_Sums() for _ in plans]
+    sums = {name: [_Sums() for _ in layer_plans] for name, layer_plans in plans.items()}
+    every = [(plan, total) for name, layer_plans in plans.items()
+             for plan, total in zip(layer_plans, sums[name])]
     for feed in feeds:
         _invoke(model, feed)
-        for plan, total, hessian in zip(plans, sums, hessians):
+        taken, fed = {}, set()
+        for plan, total in every:
             x = model.get_tensor(plan.input)
-            if hessian is not None:
-                hessian.add(as_rows_input(x, plan))
-            x = _as_nhwc(x, plan)
-            total.plain = total.plain + _tap_sums(x, plan.taps)
-            total.quantized = total.quantized + _tap_sums(_fake_quantize(x, *plan.input_q),
-                                                          plan.taps)
+            if plan.weight in hessians and plan.weight not in fed:
+                hessians[plan.weight].add(as_rows_input(x, plan))
+                fed.add(plan.weight)
+            x, plain, grid = _as_nhwc(x, plan), (plan.input, plan.taps), (plan.input, plan.taps,
+                                                                           plan.input_q)
+            if plain not in taken:
+                taken[plain] = _tap_sums(x, plan.taps)
+            if grid not in taken:
+                taken[grid] = _tap_sums(_fake_quantize(x, *plan.input_q), plan.taps)
+            total.plain = total.plain + taken[plain]
+            total.quantized = total.quantized + taken[grid]
             total.positions += x.shape[0] * plan.taps.out[0] * plan.taps.out[1]
         advance(1)
-    return sums, [model.get_tensor(plan.weight).astype(np.float64) for plan in plans]
+    return sums, {plan.weight: model.get_tensor(plan.weight).astype(np.float64)
+                  for plan, _ in every}
 
 
 def correct_biases_fast(float_path: Path, quantized_path: Path, feeds: list[dict], *,
@@ -236,49 +247,55 @@ def correct_biases_fast(float_path: Path, quantized_path: Path, feeds: list[dict
     model at `float_path` over `feeds` (`advance(1)` after each): its int8 weights
     GPTQ-rounded (`rounding` "gptq", tflite_rounding.py), then (`correct`) its int32
     biases corrected for the weights it then has."""
-    made, report = variants(float_path.read_bytes(), quantized_path.read_bytes(), feeds,
+    made, report = variants(float_path.read_bytes(), {"": quantized_path.read_bytes()}, feeds,
                             [(rounding, correct)], threads=threads, advance=advance)
-    quantized_path.write_bytes(made[(rounding, correct)])
+    quantized_path.write_bytes(made[("", rounding, correct)])
     return report
 
 
-def variants(float_bytes: bytes, quantized: bytes, feeds: list[dict], wanted: list[tuple],
+def variants(float_bytes: bytes, files: dict[str, bytes], feeds: list[dict], wanted: list[tuple],
              *, threads: int = 2, advance: Callable[[int], None] = lambda n: None
              ) -> tuple[dict, dict]:
-    """The int8 model `quantized` as each (rounding, corrected) pair in `wanted` asks,
-    from one run of the float model over `feeds`: rounding "nearest" (as it is) or
-    "gptq"; corrected: its biases moved by the fast correction. Returns the files'
-    bytes by pair, and a report."""
+    """Each int8 model in `files` (the float model quantized in different ways) as each
+    (rounding, corrected) pair in `wanted` asks, from one run of the float model over
+    `feeds`: rounding "nearest" (as it is) or "gptq"; corrected: its biases moved by the
+    fast correction. Returns the bytes by (file name, rounding, corrected), and a report."""
     started = time.perf_counter()
-    plans = _plans(float_bytes, quantized, correctable_layers(float_bytes, quantized), threads)
-    if not plans:
-        return ({pair: quantized for pair in wanted},
+    plans = {name: _plans(float_bytes, content, correctable_layers(float_bytes, content), threads)
+             for name, content in files.items()}
+    if not any(plans.values()):
+        return ({(name, *pair): content for name, content in files.items() for pair in wanted},
                 {"layers_corrected": 0, "samples": len(feeds), "method": "fast"})
     from compress.quant import tflite_rounding
     rounding = any(pair[0] == "gptq" for pair in wanted)
-    hessians = tflite_rounding.hessians(plans, len(feeds)) if rounding else [None] * len(plans)
+    hessians = tflite_rounding.hessians([p for ps in plans.values() for p in ps], len(feeds)) \
+        if rounding else {}
     sums, weights = _float_pass(float_bytes, plans, feeds, threads, advance, hessians)
-    report = {"samples": len(feeds)}
-    base = {"nearest": (quantized, plans)}
+    report, made, memo, seconds = {"samples": len(feeds)}, {}, {}, 0.0
+    for name, content in files.items():
+        base = {"nearest": (content, plans[name])}
+        if rounding:
+            model = bytearray(content)
+            rounded_plans, rounded = tflite_rounding.round_weights(model, plans[name], hessians,
+                                                                   weights, memo)
+            base["gptq"] = (bytes(model), rounded_plans)
+            report.update(layers_rounded=rounded.layers_rounded,
+                          weights_changed=rounded.weights_changed)
+            seconds += rounded.seconds
+        for pair in wanted:
+            model, layer_plans = bytearray(base[pair[0]][0]), base[pair[0]][1]
+            if pair[1] and layer_plans:
+                report.update(_corrected(model, layer_plans, sums[name], weights))
+            made[(name, *pair)] = bytes(model)
     if rounding:
-        model = bytearray(quantized)
-        rounded_plans, rounded = tflite_rounding.round_weights(model, plans, hessians, weights)
-        base["gptq"] = (bytes(model), rounded_plans)
-        report.update(layers_rounded=rounded.layers_rounded,
-                      weights_changed=rounded.weights_changed,
-                      rounding_seconds=round(rounded.seconds, 3))
-    made = {}
-    for pair in wanted:
-        content, layer_plans = base[pair[0]]
-        model = bytearray(content)
-        if pair[1]:
-            report.update(_corrected(model, layer_plans, sums, weights))
-        made[pair] = bytes(model)
+        report["rounding_seconds"] = round(seconds, 3)
     return made, {**report, "seconds": round(time.perf_counter() - started, 3)}
-def _corrected(model: bytearray, plans: list[_Plan], sums: list[_Sums], weights: list) -> dict:
+
+
+def _corrected(model: bytearray, plans: list[_Plan], sums: list[_Sums], weights: dict) -> dict:
     """Each layer's int32 bias moved by its shift, in `model`'s bytes."""
     layers = [plan.layer for plan in plans]
-    shifts = [total.shift(plan, weight) for plan, total, weight in zip(plans, sums, weights)]
+    shifts = [total.shift(plan, weights[plan.weight]) for plan, total in zip(plans, sums)]
     for bias, layer, shift in zip(bias_views(model, layers), layers, shifts):
         steps = np.round(shift / layer.bias_scale).astype(np.int64)
         bias[:] = np.clip(bias - steps, -2**31, 2**31 - 1).astype(np.int32)

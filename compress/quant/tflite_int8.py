@@ -11,6 +11,7 @@ the same rule as the ONNX int8-static stage (int8_steps.py).
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import tempfile
 from dataclasses import dataclass
@@ -35,49 +36,52 @@ def pairs(settings: Int8Settings) -> list[tuple[str, bool]]:
 
 
 def label(ranges: str, rounding: str, corrected: bool) -> str:
+    """A candidate's name in the meta: "minmax+gptq+bias"."""
     return "+".join([ranges] + ["gptq"] * (rounding == "gptq") + ["bias"] * corrected)
 
 
 def write_int8(fp32: Path, target: Path, calibration: list[dict], settings: Int8Settings,
                ctx) -> dict:
     """Write `target`; what goes into the artifact's meta."""
-    from export.tflite import RANGES, converter_logs_hidden, quantize_int8
-    names = list(RANGES) if settings.ranges == "auto" else [settings.ranges]
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".int8-") as folder:
-        files = {name: Path(folder) / f"{name}.tflite" for name in names}
-        with converter_logs_hidden():
-            quantize_int8(fp32, files, calibration)
-        candidates, meta = _variants(fp32, files, calibration, settings, ctx)
+        candidates, meta = make_candidates(fp32, calibration, settings, Path(folder),
+                                           ctx.progress)
+    kept = next(iter(candidates))
     if len(candidates) > 1:
         kept, scores = _checked(fp32, candidates, calibration, target.parent)
-        meta["check"] = {"kept": kept, "calibration_sqnr_db": scores,
-                         "check_feeds": min(CHECK_FEEDS, len(calibration))}
-    else:
-        kept = next(iter(candidates))
+        meta["check"] = {"kept": label(*kept), "check_feeds": min(CHECK_FEEDS, len(calibration)),
+                         "calibration_sqnr_db": {label(*k): v for k, v in scores.items()}}
     target.write_bytes(candidates[kept])
-    meta["ranges"] = kept.split("+")[0]
+    meta["ranges"] = kept[0]
     if settings.bias_correction == "sequential":
         meta["bias_correction"] = _sequential(fp32, target, calibration, settings, ctx)
     return meta
 
 
-def _variants(fp32: Path, files: dict[str, Path], calibration: list[dict],
-              settings: Int8Settings, ctx) -> tuple[dict[str, bytes], dict]:
-    """Every candidate's bytes by label, and the rounding and correction reports."""
+def make_candidates(fp32: Path, calibration: list[dict], settings: Int8Settings,
+                    folder: Path, progress=None) -> tuple[dict[tuple, bytes], dict]:
+    """Every candidate's bytes by (ranges, rounding, corrected), the quantizer's files
+    written in `folder`, and the rounding and correction reports: one float pass serves
+    every range estimator's file. `progress`: the run's (its task() shows the pass)."""
     from compress.quant.int8_steps import spread
     from compress.quant.tflite_fast_bias import variants
-    wanted, float_bytes = pairs(settings), fp32.read_bytes()
+    from export.tflite import RANGES, converter_logs_hidden, quantize_int8
+    names = list(RANGES) if settings.ranges == "auto" else [settings.ranges]
+    files = {name: folder / f"{name}.tflite" for name in names}
+    with converter_logs_hidden():
+        quantize_int8(fp32, files, calibration)
+    wanted = pairs(settings)
+    contents = {name: path.read_bytes() for name, path in files.items()}
     if wanted == [("nearest", False)]:
-        return {label(n, "nearest", False): path.read_bytes() for n, path in files.items()}, {}
+        return {(name, "nearest", False): content for name, content in contents.items()}, {}
     feeds = spread(calibration, settings.samples)
     what = " + ".join(["GPTQ rounding"] * (settings.weight_rounding == "gptq")
                       + ["bias correction"] * (settings.bias_correction in ("checked", "fast")))
-    candidates, report = {}, {}
-    for name, path in files.items():
-        with ctx.progress.task(f"{what} ({name} ranges), {len(feeds)} feeds", None) as advance:
-            made, report = variants(float_bytes, path.read_bytes(), feeds, wanted,
-                                    threads=os.cpu_count() or 1, advance=advance)
-        candidates.update({label(name, *pair): content for pair, content in made.items()})
+    task = progress.task(f"{what} ({' and '.join(files)} ranges), {len(feeds)} feeds", None) \
+        if progress else contextlib.nullcontext(lambda n: None)
+    with task as advance:
+        candidates, report = variants(fp32.read_bytes(), contents, feeds, wanted,
+                                      threads=os.cpu_count() or 1, advance=advance)
     rounded = {k: report.pop(k) for k in ("layers_rounded", "weights_changed",
                                           "rounding_seconds") if k in report}
     meta = {"weight_rounding": {"method": settings.weight_rounding, **rounded}}
@@ -89,8 +93,8 @@ def _variants(fp32: Path, files: dict[str, Path], calibration: list[dict],
 CHECK_FEEDS = 32  # calibration feeds each candidate is run on
 
 
-def _checked(fp32: Path, candidates: dict[str, bytes], calibration: list[dict],
-             folder: Path) -> tuple[str, dict[str, float]]:
+def _checked(fp32: Path, candidates: dict[tuple, bytes], calibration: list[dict],
+             folder: Path) -> tuple[tuple, dict[tuple, float]]:
     """The candidate whose outputs are closest to the float file's (SQNR), and every
     candidate's SQNR, on CHECK_FEEDS of the calibration feeds."""
     from compress.model_run import run_feeds

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from compress.quant.hessian import MAX_WIDTH, Geometry, Hessian
-from compress.quant.rounding import gptq
+from compress.quant.rounding import gptq_by_outputs
 from compress.quant.tflite_bias_correction import buffer_views
 
 
@@ -71,14 +71,19 @@ def _in_layout(rows: np.ndarray, plan) -> np.ndarray:
 
 
 def _width(plan) -> int:
-    return _by_outputs(plan.integers, plan).shape[1]
+    """Inputs per group: a depthwise channel's kh*kw taps, a conv's I*kh*kw, an FC's in."""
+    shape = plan.integers.shape
+    return shape[1] * shape[2] if plan.depthwise else int(np.prod(shape[1:]))
 
 
-def hessians(plans: list, feeds: int) -> list[Hessian | None]:
-    """An accumulator per layer (None where the layer is wider than MAX_WIDTH)."""
-    return [None if _width(plan) > MAX_WIDTH
-            else Hessian.budgeted(_geometry(plan), _width(plan), feeds, seed)
-            for seed, plan in enumerate(plans)]
+def hessians(plans: list, feeds: int) -> dict[int, Hessian]:
+    """An accumulator per float weight tensor (layers of several int8 files quantized
+    from one float file share it), none for a layer wider than MAX_WIDTH."""
+    found = {}
+    for seed, plan in enumerate(plans):
+        if plan.weight not in found and _width(plan) <= MAX_WIDTH:
+            found[plan.weight] = Hessian.budgeted(_geometry(plan), _width(plan), feeds, seed)
+    return found
 
 
 def as_rows_input(x: np.ndarray, plan) -> np.ndarray:
@@ -89,36 +94,32 @@ def as_rows_input(x: np.ndarray, plan) -> np.ndarray:
 def _rounded(plan, weight: np.ndarray, h: np.ndarray) -> np.ndarray | None:
     """The layer's new integers, in its layout; None where H cannot be factored or its
     scales do not run along its outputs."""
-    rows, integers = _by_outputs(weight.astype(np.float64), plan), plan.integers
-    outputs, groups = rows.shape[0], h.shape[0]
-    scale, zero = (np.broadcast_to(v.reshape(-1), (outputs,)) if v.size in (1, outputs) else None
-                   for v in plan.grid)
-    if scale is None or zero is None:
+    rows = _by_outputs(weight.astype(np.float64), plan)
+    if any(v.size not in (1, rows.shape[0]) for v in plan.grid):
         return None
-    step, zero = (v.reshape(groups, outputs // groups, 1) for v in (scale, zero))
-    # the integer range the quantizer used (symmetric [-127, 127]): nearest rounding
-    # reaches its ends at each channel's extreme
-    limits = (int(integers.min()), int(integers.max()))
-    found = gptq(rows.reshape(groups, outputs // groups, -1), h, step, zero, limits)
-    if found is None:
-        return None
-    return _in_layout(found.reshape(rows.shape), plan).astype(integers.dtype)
+    found = gptq_by_outputs(rows, h, *plan.grid, plan.integers)
+    return None if found is None else _in_layout(found, plan)
 
 
-def round_weights(model: bytearray, plans: list, hessians_: list, weights: list) -> tuple:
-    """GPTQ-round each layer with an H, against its float `weights`, writing the integers
-    into `model`'s bytes. Returns the plans with their new integers, and a report."""
+def round_weights(model: bytearray, plans: list, hessians_: dict, weights: dict,
+                  memo: dict) -> tuple:
+    """GPTQ-round each layer with an H (`hessians_`, by float weight tensor) against its
+    float weight (`weights`, likewise), writing the integers into `model`'s bytes.
+    `memo` keeps what was found for a weight on a grid: another file with the same
+    weight integers and scales (only its activation ranges differ) takes it as is.
+    Returns the plans with their new integers, and a report."""
     started = time.perf_counter()
     shared = _shared_buffers(model)
     rounded, changed, total, new_plans = 0, 0, 0, []
-    for plan, hessian, weight in zip(plans, hessians_, weights):
-        h = None if hessian is None or plan.weight_buffer in shared else hessian.mean()
-        found = None if h is None else _rounded(plan, weight, h)
-        if found is None:
-            new_plans.append(plan)
-            continue
-        view = buffer_views(model, [plan.weight_buffer], found.dtype)[0]
-        if view.size != found.size:  # not stored as plain int8 values: leave it
+    for plan in plans:
+        found = None
+        if plan.weight in hessians_ and plan.weight_buffer not in shared:
+            key = (plan.weight, plan.integers.tobytes(), *(v.tobytes() for v in plan.grid))
+            if key not in memo:
+                memo[key] = _rounded(plan, weights[plan.weight], hessians_[plan.weight].mean())
+            found = memo[key]
+        view = None if found is None else buffer_views(model, [plan.weight_buffer], found.dtype)[0]
+        if view is None or view.size != found.size:  # not stored as plain int8 values
             new_plans.append(plan)
             continue
         view[:] = found.reshape(-1)

@@ -23,24 +23,15 @@ import compress  # noqa: E402
 from compress.checks import resolve_inputs  # noqa: E402
 from compress.data import load_dataset  # noqa: E402
 from compress.model_run import run_feeds  # noqa: E402
-from compress.quant.int8_steps import spread  # noqa: E402
-from compress.quant.tflite_fast_bias import variants  # noqa: E402
-from compress.quant.tflite_int8 import Int8Settings, label, pairs  # noqa: E402
-from export.tflite import RANGES, quantize_int8  # noqa: E402
+from compress.quant.tflite_int8 import Int8Settings, label, make_candidates  # noqa: E402
 from runtimes.metrics import feed_fidelity  # noqa: E402
 
 
 def candidates(fp32: Path, calibration: list[dict], folder: Path) -> dict[str, bytes]:
     """Every candidate of the default settings, made as the stage makes them."""
-    settings = Int8Settings("auto", "checked", "gptq", 64)
-    files = {name: folder / f"{name}.tflite" for name in RANGES}
-    quantize_int8(fp32, files, calibration)
-    made = {}
-    for name, path in files.items():
-        found, _ = variants(fp32.read_bytes(), path.read_bytes(),
-                            spread(calibration, settings.samples), pairs(settings))
-        made.update({label(name, *pair): content for pair, content in found.items()})
-    return made
+    made, _ = make_candidates(fp32, calibration, Int8Settings("auto", "checked", "gptq", 64),
+                              folder)
+    return {label(*key): content for key, content in made.items()}
 
 
 def measure(name: str, settings: dict) -> str:

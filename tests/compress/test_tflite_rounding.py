@@ -80,11 +80,11 @@ def _output_error(plan, integers, weight, h) -> float:
 
 def test_gptq_lowers_every_layers_output_error_and_changes_only_weight_integers(tmp_path):
     plans, feeds, evaluation = _plans_and_feeds()
-    made, report = variants(FLOAT.read_bytes(), INT8.read_bytes(), feeds,
+    made, report = variants(FLOAT.read_bytes(), {"int8": INT8.read_bytes()}, feeds,
                             [("nearest", False), ("gptq", False)])
     assert report["layers_rounded"] == 4 and 0 < report["weights_changed"] < 0.5
-    assert made[("nearest", False)] == INT8.read_bytes()
-    rounded = made[("gptq", False)]
+    assert made[("int8", "nearest", False)] == INT8.read_bytes()
+    rounded = made[("int8", "gptq", False)]
     blanked = [bytearray(content) for content in (rounded, INT8.read_bytes())]
     for content in blanked:
         for view in buffer_views(content, [p.weight_buffer for p in plans], np.int8):
@@ -115,9 +115,9 @@ def test_rounding_then_correction_in_place(tmp_path):
     target = tmp_path / "int8.tflite"
     shutil.copy(INT8, target)
     report = correct_biases_fast(FLOAT, target, feeds, rounding="gptq")
-    made, _ = variants(FLOAT.read_bytes(), INT8.read_bytes(), feeds, [("gptq", True)])
+    made, _ = variants(FLOAT.read_bytes(), {"int8": INT8.read_bytes()}, feeds, [("gptq", True)])
     assert report["layers_rounded"] == report["layers_corrected"] == 4
-    assert target.read_bytes() == made[("gptq", True)] != INT8.read_bytes()
+    assert target.read_bytes() == made[("int8", "gptq", True)] != INT8.read_bytes()
 
 
 @pytest.mark.parametrize("correction, rounding, expected", [
@@ -143,3 +143,19 @@ def test_depthwise_and_fully_connected_layouts_round_trip():
         plan = SimpleNamespace(integers=integers, depthwise=depthwise,
                                fully_connected=fully_connected)
         np.testing.assert_array_equal(_in_layout(_by_outputs(integers, plan), plan), integers)
+
+
+def test_one_float_pass_for_several_files_makes_what_one_pass_per_file_makes(tmp_path):
+    """The two range estimators' files of one float model: their layers share the float
+    inputs, H and (same weight grid) GPTQ's integers, not their input grids."""
+    from export.tflite import quantize_int8
+    _, feeds, _ = _plans_and_feeds()
+    files = {name: tmp_path / f"{name}.tflite" for name in ("average", "minmax")}
+    quantize_int8(FLOAT, files, feeds)
+    contents = {name: path.read_bytes() for name, path in files.items()}
+    assert contents["average"] != contents["minmax"]
+    wanted = [("nearest", True), ("gptq", True)]
+    together, _ = variants(FLOAT.read_bytes(), contents, feeds, wanted)
+    for name, content in contents.items():
+        alone, _ = variants(FLOAT.read_bytes(), {name: content}, feeds, wanted)
+        assert {key: together[key] for key in alone} == alone
