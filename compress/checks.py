@@ -83,7 +83,7 @@ def _probe_runner(python, named: str, index: int) -> None:
     """That Python can import the runner (numpy and all): a system python3 often cannot,
     and would fail only after every stage before the benchmark has run."""
     import subprocess
-    from compress.stages.benchmark import runner_env
+    from compress.measuring import runner_env
     try:
         done = subprocess.run([str(python), "-c", "import runtimes.bench"], env=runner_env(),
                               capture_output=True, text=True, timeout=120)

@@ -91,8 +91,8 @@ def _cmd_profiles(args) -> int:
     for p in found:
         budget = ", ".join(f"{k}={v:g}" for k, v in p.budget.model_dump().items() if v is not None)
         runtime = p.runtime
-        engines = ", ".join(runtime.engines) + (f" (threads {runtime.threads})" if runtime.threads else "")
-        if "litert" in runtime.engines:
+        engines = runtime.listed() + (f" (threads {runtime.threads})" if runtime.threads else "")
+        if runtime.runs("litert"):
             engines += f"; LiteRT {'XNNPACK' if runtime.xnnpack else 'built-in kernels'}"
             engines += f", delegate {runtime.delegate}" if runtime.delegate else ""
             engines += f", TFLite mode {p.export.tflite_mode}" if p.export.tflite_mode else ""

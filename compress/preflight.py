@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compress.errors import ConfigError, MissingDependency, ModelError
-from compress.stages.benchmark import ENGINE_OF_FORMAT, litert_flags, provider_flags
+from compress.measuring import AUTO, engine_flags, engine_for, settings_of
 from export.op_support import (PRESET_TABLES, TABLES, ModelUnreadable, OpTable, check,
                                list_ops, table_for_delegate, table_for_provider)
 from runtimes.litert_gpu import GPU_DELEGATE
@@ -47,12 +47,15 @@ class Target:
 
 def _target(profile, fmt: str) -> Target:
     runtime = profile.runtime
-    engine = ENGINE_OF_FORMAT[fmt]
-    if engine not in runtime.engines:
-        suffix = {"onnxruntime": ".onnx", "litert": ".tflite"}
-        wanted = " or ".join(suffix[e] for e in runtime.engines)
-        raise ModelError(f"profile '{profile.name}' runs {', '.join(runtime.engines)} only "
+    engine = engine_for(runtime, fmt)
+    if engine is None:  # never with auto: some engine runs every format the pipeline makes
+        from runtimes import engines
+        wanted = " or ".join(sorted({s for e in runtime.engines for s in engines.get(e).suffixes}))
+        raise ModelError(f"profile '{profile.name}' runs {runtime.listed()} only "
                          f"(runtime.engines): give it a {wanted} model")
+    if engine == AUTO:  # checked against the accelerator of the format's default engine
+        from runtimes import engines
+        engine = engines.for_format(fmt)[0].name
     providers = [(p.name, dict(p.options)) for p in getattr(runtime, "providers", None) or ()
                  if p.name != CPU_EP] if engine == "onnxruntime" else []
     delegate = runtime.delegate if engine == "litert" else None
@@ -84,10 +87,8 @@ def _target(profile, fmt: str) -> Target:
 def _runner_flags(profile, target: Target, threads: int | None) -> list[str]:
     """The runner's options for the placement `target` makes."""
     flags = ["--threads", str(threads)] if threads else []
-    if target.engine == "litert":
-        return flags + litert_flags(target.xnnpack, target.delegate,
-                                    target.delegate_options or {})
-    return flags + list(provider_flags(profile))
+    fmt = "tflite" if target.engine == "litert" else "onnx"
+    return flags + engine_flags(target.engine, settings_of(profile.runtime, threads), fmt)
 
 
 def _measured_in(python: str, path: str, profile, target: Target,
@@ -96,7 +97,7 @@ def _measured_in(python: str, path: str, profile, target: Target,
     the provider: onnxruntime-openvino, onnxruntime-qnn), from one run of the runner."""
     import os
 
-    from compress.stages.benchmark import Unavailable, measure_in_subprocess
+    from compress.measuring import Unavailable, measure_in_subprocess
     cmd = [python, "-m", "runtimes", "bench", os.path.abspath(path), "--runs", "1",
            "--warmup", "0", "--meter", "none", "--placement", "--json",
            *_runner_flags(profile, target, threads)]
@@ -114,7 +115,8 @@ def _measured_in(python: str, path: str, profile, target: Target,
 def _measured(path: str, target: Target, threads: int | None) -> tuple[dict | None, str | None]:
     """The placement the runtime really makes here, or why there is none."""
     from runtimes.errors import ProviderUnavailable, RuntimeInputError
-    from runtimes.placement import onnx_placement, placement
+    from runtimes.engines import Settings, get
+    from runtimes.placement import onnx_placement
 
     try:
         if target.engine == "onnxruntime":
@@ -123,8 +125,9 @@ def _measured(path: str, target: Target, threads: int | None) -> tuple[dict | No
             if missing:
                 return None, f"not installed here: {', '.join(missing)}"
             return onnx_placement(path, target.providers, threads=threads), None
-        return placement(path, "litert", xnnpack=target.xnnpack, delegate=target.delegate,
-                         delegate_options=target.delegate_options, threads=threads), None
+        settings = Settings(threads=threads, xnnpack=target.xnnpack, delegate=target.delegate,
+                            delegate_options=target.delegate_options)
+        return get(target.engine).placement(path, settings, {}), None
     except ProviderUnavailable as exc:
         return None, f"not available here: {exc}"
     except (RuntimeInputError, ImportError) as exc:

@@ -150,7 +150,7 @@ def apply(config, targets: list, engine: str, settings_of: Callable[[Preset], Op
                 preset = get(chosen)
             except ValueError as exc:
                 raise ValueError(f"target {name}: export.preset: {exc}") from None
-            if engine in profile.runtime.engines and settings_of(preset) is not None:
+            if profile.runtime.runs(engine) and settings_of(preset) is not None:
                 wanted[name] = preset.name
     if config.preset == NONE:
         return config

@@ -8,6 +8,7 @@ from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativ
                       model_validator)
 
 from profiles.validation import refuse_bools_for_numbers
+from runtimes import engines as engine_registry
 
 
 class _Strict(BaseModel):
@@ -31,8 +32,9 @@ class Device(_Strict):
         "name that identify this device; measurements elsewhere are off-target")
 
 
-ENGINES = ("onnxruntime", "litert")
-Engine = Literal["onnxruntime", "litert"]
+ENGINES = engine_registry.names()          # every engine runtimes/engines/ registers
+AUTO = "auto"    # the runner probes the installed engines on the target, the fastest measures
+Engine = Literal[(*ENGINES, AUTO)]          # type: ignore[valid-type]
 
 
 class Provider(_Strict):
@@ -55,9 +57,12 @@ class Provider(_Strict):
 
 class Runtime(_Strict):
     engines: tuple[Engine, ...] = Field(
-        ENGINES, min_length=1, description="engines that run models on this device: ONNX "
-        "models are measured for it only with onnxruntime listed, TFLite models only with "
-        "litert listed")
+        ENGINES, min_length=1, description="engines that run models on this device, in "
+        "priority order: an artifact is measured with the first listed that runs its format "
+        "(ONNX: onnxruntime or openvino; TFLite: litert), and not at all when none does. "
+        "`auto`: on the target, the runner times every installed engine that runs the "
+        "artifact for a moment and measures it with the fastest (the probe's numbers go in "
+        "the report)")
     threads: Optional[PositiveInt] = Field(
         None, description="intra-op threads; empty = one per core of the measuring machine")
     xnnpack: bool = Field(True, description="LiteRT: run on the XNNPACK CPU delegate "
@@ -86,9 +91,27 @@ class Runtime(_Strict):
         check_delegate_options(self.delegate, self.delegate_options)
         return self
 
+    @property
+    def auto(self) -> bool:
+        return self.engines == (AUTO,)
+
+    def runs(self, engine: str) -> bool:
+        """Whether `engine` may measure on this device (any engine may, with auto)."""
+        return self.auto or engine in self.engines
+
+    def listed(self) -> str:
+        return ", ".join(self.engines)
+
+    @field_validator("engines", mode="before")
+    @classmethod
+    def _auto_alone(cls, engines):
+        return (AUTO,) if engines == AUTO else engines
+
     @field_validator("engines")
     @classmethod
     def _no_repeats(cls, engines: tuple) -> tuple:
+        if AUTO in engines and len(engines) > 1:
+            raise ValueError("`auto` stands alone (engines: auto), not in a list of engines")
         if len(set(engines)) != len(engines):
             raise ValueError("list each engine once")
         return engines

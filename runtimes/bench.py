@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import json
 import os
+import subprocess
 import sys
 
-from runtimes import conditions
+from runtimes import conditions, engines
 from runtimes import feeds as feeds_mod
 from runtimes import sysread
 from runtimes.bench_options import BenchOptions, options_from, parser
 from runtimes.bench_report import print_human
 from runtimes.cpus import available_cpus, pin
+from runtimes.engine_choice import AUTO, choose
 from runtimes.errors import RuntimeInputError
 from runtimes.hostinfo import describe_host
-from runtimes.loader import engine_for, load
 from runtimes.measure import measure
 from runtimes.memory import current_rss_mb
 from runtimes.metrics import evaluate
@@ -39,15 +40,6 @@ def _measured_on(engine_info: dict) -> dict:
     if engine_info.get("simulated") and not host.get("emulated"):
         host["emulated"] = engine_info["simulated"]
     return host
-
-
-def _import_engine(engine: str) -> None:
-    # Imported before the idle RSS reading so the model's share excludes the library.
-    if engine == "onnxruntime":
-        import onnxruntime  # noqa: F401
-    elif engine == "litert":
-        from runtimes.litert_session import interpreter_module
-        interpreter_module()
 
 
 def _progress_printer(enabled: bool):
@@ -126,30 +118,33 @@ def _energy_fields(energy: dict | None, meter_note: str | None) -> dict:
     return {"energy_mj": mj, "energy_note": note, "power": power}
 
 
-def _open(model: str, engine: str, opts: BenchOptions):
-    return load(model, engine=engine, threads=opts.threads, xnnpack=opts.xnnpack,
-                delegate=opts.delegate, delegate_options=opts.delegate_options,
-                providers=list(opts.providers) or None)
+def _open(model: str, engine: engines.Engine, opts: BenchOptions):
+    return engine.open(model, opts.settings)
 
 
 def _size(model: str) -> int:
-    """The model's bytes, with its weights file beside it (<name>.data, as the pipeline
-    writes an ONNX model of 2 GiB or more)."""
-    data = model + ".data"
-    return os.path.getsize(model) + (os.path.getsize(data) if os.path.isfile(data) else 0)
+    """The model's bytes, with its weights file beside it: <name>.data, as the pipeline
+    writes an ONNX model of 2 GiB or more, or an OpenVINO IR's <stem>.bin."""
+    weights = [model + ".data", os.path.splitext(model)[0] + ".bin"]
+    return os.path.getsize(model) + sum(os.path.getsize(w) for w in weights
+                                        if w != model and os.path.isfile(w))
 
 
-def _timed(model: str, engine: str, raw: dict | None, opts: BenchOptions, meter):
+def _timed_feeds(session, raw: dict | None, opts: BenchOptions) -> dict:
+    """The inputs timed: the first feed of the inputs file, else random ones."""
+    data = _layout(feeds_mod.read_feeds(raw, session.inputs), opts) if raw is not None else None
+    if data is not None and data.feeds:
+        feeds = feeds_mod.select_inputs(data.feeds[0], session.inputs)
+        feeds_mod.check_feeds(feeds, session.inputs)
+        return feeds
+    return feeds_mod.synthetic_feeds(session.inputs)
+
+
+def _timed(model: str, engine: engines.Engine, raw: dict | None, opts: BenchOptions, meter):
     """(timing, engine description) of the first feed (random inputs without a file)."""
     session = _open(model, engine, opts)
     try:
-        data = (_layout(feeds_mod.read_feeds(raw, session.inputs), opts)
-                if raw is not None else None)
-        if data is not None and data.feeds:  # the first feed is what is timed
-            feeds = feeds_mod.select_inputs(data.feeds[0], session.inputs)
-            feeds_mod.check_feeds(feeds, session.inputs)
-        else:
-            feeds = feeds_mod.synthetic_feeds(session.inputs)
+        feeds = _timed_feeds(session, raw, opts)
         timing = measure(session, feeds, warmup=opts.warmup, runs=opts.runs,
                          min_seconds=opts.seconds, meter=meter,
                          on_progress=_progress_printer(opts.progress),
@@ -159,7 +154,8 @@ def _timed(model: str, engine: str, raw: dict | None, opts: BenchOptions, meter)
         session.close()
 
 
-def _fresh_metric(model: str, engine: str, raw: dict, opts: BenchOptions, eval_batch: int):
+def _fresh_metric(model: str, engine: engines.Engine, raw: dict, opts: BenchOptions,
+                  eval_batch: int):
     """The metric from a fresh session: a stateful model (variables, ring buffers) starts
     its evaluation stream from its initial state, not where the timed runs left it."""
     with _open(model, engine, opts) as fresh:
@@ -180,8 +176,8 @@ def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str |
           meter=None, meter_note: str | None = None) -> dict:
     if opts.cpus:
         pin(list(opts.cpus))
-    engine = engine_for(model)
-    _import_engine(engine)
+    engine = engines.chosen(model, opts.engine)
+    engine.preload()  # before the idle reading, so the model's share excludes the library
     # read before the idle reading, so the model's memory share excludes the data
     raw, raw_eval = _read_inputs(inputs), _read_inputs(eval_inputs)
     idle_rss = current_rss_mb()
@@ -210,26 +206,21 @@ def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str |
     }
 
 
-def _placement(model: str, engine: str, opts: BenchOptions, engine_info: dict) -> dict:
+def _placement(model: str, engine: engines.Engine, opts: BenchOptions,
+               engine_info: dict) -> dict:
     """{"placement": ...} when asked for, from a session of its own built after the timed
-    one is closed, so the timing and memory figures never include it (LiteRT's GPU says
-    only whether it took the whole model, which the timed session has told already)."""
+    one is closed, so the timing and memory figures never include it."""
     if not opts.placement:
         return {}
-    from runtimes.placement import placement
-    return {"placement": placement(model, engine, providers=list(opts.providers),
-                                   xnnpack=opts.xnnpack, delegate=opts.delegate,
-                                   delegate_options=opts.delegate_options,
-                                   threads=opts.threads,
-                                   fully_accelerated=engine_info.get("fully_accelerated"))}
+    return {"placement": engine.placement(model, opts.settings, engine_info)}
 
 
 def _accelerator_first(model: str, opts: BenchOptions) -> None:
     """ProviderUnavailable (exit 3, 'unmeasured') when the provider or delegate asked for
     cannot run here: that, not the meter beside it, is why nothing can be measured."""
-    if opts.providers or opts.delegate:
-        load(model, threads=opts.threads, xnnpack=opts.xnnpack, delegate=opts.delegate,
-             delegate_options=opts.delegate_options, providers=list(opts.providers)).close()
+    settings = opts.settings
+    if settings.providers or settings.delegate or settings.device != engines.Settings.device:
+        engines.chosen(model, opts.engine).open(model, settings).close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -249,6 +240,11 @@ def main(argv: list[str] | None = None) -> int:
         except RuntimeInputError:
             _accelerator_first(args.model, opts)   # a missing GPU explains its missing meter
             raise
+        if opts.engine == AUTO:
+            if meter is not None:  # the measuring process opens its own
+                meter.close()
+                meter = None
+            return _bench_auto(args, opts, sys.argv[1:] if argv is None else argv)
         result = bench(args.model, args.inputs, opts, eval_inputs=args.eval_inputs,
                        meter=meter, meter_note=note)
     except RuntimeInputError as exc:
@@ -257,6 +253,30 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if meter is not None:
             meter.close()
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print_human(result)
+    return 0
+
+
+def _bench_auto(args, opts: BenchOptions, argv: list[str]) -> int:
+    """--engine auto: probe the engines here (engine_choice.py), then measure with the
+    fastest in a fresh runner process, whose result gains the probe's record."""
+    raw = _read_inputs(args.inputs)
+    choice = choose(args.model, opts.settings, lambda session: _timed_feeds(session, raw, opts))
+    print(f"engine auto: {choice['chosen']} ("
+          + ", ".join(f"{p['engine']} {p['p50_ms']:.3f} ms" if "p50_ms" in p else
+                      f"{p['engine']} unavailable" for p in choice["probes"]) + ")",
+          file=sys.stderr, flush=True)
+    child = [a for i, a in enumerate(argv) if a != "--engine=auto"
+             and not (a == "auto" and i and argv[i - 1] == "--engine") and a != "--engine"]
+    done = subprocess.run([sys.executable, "-m", "runtimes", "bench", *child, "--json",
+                           "--engine", choice["chosen"]], stdout=subprocess.PIPE, text=True)
+    if done.returncode != 0:
+        sys.stdout.write(done.stdout)
+        return done.returncode
+    result = {**json.loads(done.stdout.strip().splitlines()[-1]), "engine_choice": choice}
     if args.json:
         print(json.dumps(result))
     else:

@@ -6,8 +6,9 @@ import argparse
 import os
 from dataclasses import dataclass, field
 
-from runtimes import sysread
+from runtimes import engines, sysread
 from runtimes.cpus import parse_cpus
+from runtimes.engines import Settings
 from runtimes.errors import RuntimeInputError
 from runtimes.power import AUTO_ORDER, METER_NAMES
 
@@ -24,11 +25,9 @@ class BenchOptions:
     eval_batch: int = 32               # batch for evaluation when the batch dim is dynamic
     progress: bool = False             # "@progress done total" lines on stderr
     samples: bool = False              # include every latency (pooling across rounds)
-    xnnpack: bool = True               # LiteRT: XNNPACK delegate (off: built-in kernels)
+    engine: str | None = None          # None: the default engine for the file's suffix
+    settings: Settings = field(default_factory=Settings)   # how the engine opens the model
     nhwc: bool = False                 # the file holds NCHW images, the model takes NHWC
-    delegate: str | None = None        # LiteRT: "gpu" or an external delegate library
-    delegate_options: dict = field(default_factory=dict)   # LiteRT: the delegate's options
-    providers: tuple = ()              # onnxruntime: (name, {option: value}) in priority order
     cpus: tuple[int, ...] | None = None  # pin the process to these CPUs before loading
     sysfs_root: str = "/"              # where /sys is read from (tests, emulators)
     placement: bool = False            # also report where each node ran (own session)
@@ -55,32 +54,6 @@ non_negative_int = _at_least(int, 0, "0 or more")
 non_negative_float = _at_least(float, 0.0, "a finite number, 0 or more")
 # None (the option left out) is the runtime's own default, which 0 does not mean
 thread_count = _at_least(int, 1, "1 or more (leave --threads out for the runtime's default)")
-
-
-def parse_providers(names: list[str], options: list[str]) -> tuple:
-    """--provider NAME and --provider-option NAME:KEY=VALUE -> ((name, {key: value}), ...)."""
-    chosen = {name: {} for name in names}
-    for text in options:
-        name, _, pair = text.partition(":")
-        key, equals, value = pair.partition("=")
-        if not equals or not key or name not in chosen:
-            raise RuntimeInputError(f"--provider-option '{text}': write NAME:KEY=VALUE for a "
-                                    f"NAME given with --provider ({', '.join(chosen) or 'none'})")
-        chosen[name][key] = value
-    return tuple(chosen.items())
-
-
-def parse_delegate_options(delegate: str | None, options: list[str]) -> dict:
-    """--delegate-option KEY=VALUE (repeated) -> {key: value}."""
-    parsed = {}
-    for text in options:
-        key, equals, value = text.partition("=")
-        if not equals or not key:
-            raise RuntimeInputError(f"--delegate-option '{text}': write KEY=VALUE")
-        parsed[key] = value
-    if parsed and not delegate:
-        raise RuntimeInputError("--delegate-option needs a --delegate to give it to")
-    return parsed
 
 
 def check_outputs_path(path: str) -> None:
@@ -138,22 +111,14 @@ def _add_measurement(p: argparse.ArgumentParser) -> None:
 
 
 def _add_runtime(p: argparse.ArgumentParser) -> None:
-    """How the model runs: layout, delegates, providers."""
+    """How the model runs: the layout, the engine and each engine's settings."""
     p.add_argument("--nhwc", action="store_true",
                    help="transpose 4-D inputs from NCHW (as in the file) to NHWC")
-    p.add_argument("--no-xnnpack", dest="xnnpack", action="store_false",
-                   help="LiteRT: run the built-in kernels instead of the XNNPACK delegate")
-    p.add_argument("--delegate", help="LiteRT: 'gpu' for LiteRT's GPU accelerator, or an "
-                   "external delegate library to load (e.g. libedgetpu.so.1). Exit code 3 "
-                   "when it cannot be used here")
-    p.add_argument("--delegate-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="an option of the --delegate (gpu: enforce_f32=true, ...; Edge TPU: "
-                   "device=usb:0)")
-    p.add_argument("--provider", action="append", default=[], metavar="NAME",
-                   help="onnxruntime: an execution provider, in priority order (repeat it; "
-                   "the CPU provider is always last). Exit code 3 when it is not available")
-    p.add_argument("--provider-option", action="append", default=[],
-                   metavar="NAME:KEY=VALUE", help="an option of a --provider")
+    p.add_argument("--engine", choices=(*engines.names(), "auto"), help="the engine that "
+                   "runs the model (default: the first that opens its suffix: onnxruntime for "
+                   ".onnx, litert for .tflite, openvino for .xml); auto: time every installed "
+                   "engine that opens it for a moment, then measure with the fastest")
+    engines.add_arguments(p)
 
 
 def _add_meter(p: argparse.ArgumentParser) -> None:
@@ -195,10 +160,9 @@ def options_from(args: argparse.Namespace, sysfs_root: str) -> BenchOptions:
     return BenchOptions(
         threads=args.threads, warmup=args.warmup, runs=args.runs, seconds=args.seconds,
         metric=args.metric, primary=args.primary, eval_batch=args.eval_batch,
-        progress=args.progress, samples=args.samples, xnnpack=args.xnnpack, nhwc=args.nhwc,
-        delegate=args.delegate, pairs=args.pairs, sysfs_root=sysfs_root,
-        delegate_options=parse_delegate_options(args.delegate, args.delegate_option),
-        providers=parse_providers(args.provider, args.provider_option),
+        progress=args.progress, samples=args.samples, nhwc=args.nhwc,
+        engine=args.engine, settings=engines.settings_from(args, args.threads),
+        pairs=args.pairs, sysfs_root=sysfs_root,
         # '' is no CPU list either: parse_cpus says so, rather than pinning nothing
         cpus=tuple(parse_cpus(args.cpus)) if args.cpus is not None else None,
         placement=args.placement, save_outputs=args.save_outputs)

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 def print_human(result: dict) -> None:
     lat = result["latency_ms"]
+    runtime = result["runtime"]
+    engine = runtime["engine"] + (f" {runtime['precision']}" if runtime.get("precision") else "")
     print(f"{result['model']}  ({result['size_bytes'] / 2**20:.2f} MiB, "
-          f"{result['runtime']['engine']}, threads={result['runtime'].get('threads')})")
+          f"{engine}, threads={runtime.get('threads')})")
+    if result.get("engine_choice"):
+        probes = ", ".join(f"{p['engine']} p50 {p['p50_ms']:.3f} ms" if "p50_ms" in p else
+                           f"{p['engine']}: {p['error']}" for p in result["engine_choice"]["probes"])
+        print(f"  engine      auto chose {result['engine_choice']['chosen']} ({probes})")
     print(f"  latency ms  p50 {lat['p50']:.3f}  p90 {lat['p90']:.3f}  p99 {lat['p99']:.3f}  "
           f"mean {lat['mean']:.3f}  std {lat['std']:.3f}  ({result['runs']} runs)")
     print(f"  throughput  {result['throughput_per_s']:.1f}/s   peak RSS "

@@ -107,7 +107,7 @@ def _group(nodes: list[dict], total_flops: float) -> dict:
             "flops_share": round(flops / total_flops, 6) if total_flops else None}
 
 
-def _summarise(nodes: list[dict], engine: str, requested: list[str], accelerated: set[str],
+def summarise(nodes: list[dict], engine: str, requested: list[str], accelerated: set[str],
                method: str, **extra) -> dict:
     """The placement dict; `accelerated`: where nodes were asked to go (empty: nowhere
     but the CPU, so nothing falls back)."""
@@ -219,7 +219,7 @@ def onnx_placement(path: str, providers: Sequence | None = None, threads: int | 
         method += ("; compiled partitions (one node each) carry the CPU-only profile's FLOPs "
                    "less those of the other nodes, shared equally between partitions")
     accelerated = {n for n in names if n != CPU_EP}
-    return _summarise(nodes, "onnxruntime", names, accelerated, method, providers_active=kept,
+    return summarise(nodes, "onnxruntime", names, accelerated, method, providers_active=kept,
                       partitions=dict(Counter(n["where"] for n in compiled)), copies=copies)
 
 
@@ -278,7 +278,7 @@ def litert_placement(path: str, xnnpack: bool = True, delegate: str | None = Non
     method = ("LiteRT interpreter node list (_get_ops_details): each DELEGATE node replaces "
               "the nodes between its boundary tensors; DELEGATE nodes present before "
               "allocate_tensors belong to the external delegate, later ones to XNNPACK")
-    return _summarise(nodes, "litert", requested, accelerated, method,
+    return summarise(nodes, "litert", requested, accelerated, method,
                       partitions=dict(partitions))
 
 
@@ -300,23 +300,8 @@ def litert_gpu_placement(path: str, threads: int | None = None, options: dict | 
     nodes = _litert_nodes(interpreter, lambda index: where)
     method = ("LiteRT CompiledModel.is_fully_accelerated on a model compiled for GPU with "
               "CPU fallback; the node list from the LiteRT interpreter")
-    return _summarise(nodes, "litert", [GPU_LABEL], {GPU_LABEL} if full else set(), method,
+    return summarise(nodes, "litert", [GPU_LABEL], {GPU_LABEL} if full else set(), method,
                       fully_accelerated=full)
-
-
-def placement(path: str, engine: str, providers: Sequence | None = None,
-              xnnpack: bool = True, delegate: str | None = None,
-              threads: int | None = None, delegate_options: dict | None = None,
-              fully_accelerated: bool | None = None) -> dict:
-    """Placement of `path` on `engine` ("onnxruntime" or "litert") as the benchmark runs it.
-    `fully_accelerated`: LiteRT's GPU verdict from the benchmark's own session, if any."""
-    if engine == "onnxruntime":
-        return onnx_placement(path, providers, threads=threads)
-    if delegate == "gpu":
-        return litert_gpu_placement(path, threads=threads, options=delegate_options,
-                                    fully_accelerated=fully_accelerated)
-    return litert_placement(path, xnnpack=xnnpack, delegate=delegate, threads=threads,
-                            delegate_options=delegate_options)
 
 
 def _where_label(where: str) -> str:

@@ -68,6 +68,23 @@ def digits_checkpoint(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="session")
+def quickstart_onnx(tmp_path_factory, digits_checkpoint) -> Path:
+    """The quickstart CNN, trained, exported once with torch.onnx.export."""
+    import torch
+    sys.path.insert(0, str(QUICKSTART))
+    try:
+        from model import build
+    finally:
+        sys.path.remove(str(QUICKSTART))
+    model = build()
+    model.load_state_dict(torch.load(digits_checkpoint, weights_only=True))
+    path = tmp_path_factory.mktemp("quickstart-onnx") / "digits.onnx"
+    torch.onnx.export(model.eval(), (torch.zeros(1, 1, 8, 8),), str(path),
+                      input_names=["image"], output_names=["logits"], dynamo=False)
+    return path
+
+
 def fill_project(folder: Path, checkpoint: Path) -> Path:
     """Put the quickstart model/data modules and a trained checkpoint into `folder`."""
     for name in ("model.py", "data.py"):

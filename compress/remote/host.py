@@ -24,13 +24,14 @@ from pathlib import Path, PurePosixPath
 
 from compress.errors import RemoteError
 from compress.remote.ssh import SshConnection, SshSettings
+from runtimes import engines
 
 RUNNER_PACKAGE = Path(__file__).resolve().parents[2] / "runtimes"
 
-# module alternatives per need, and the pip name that provides each
-_NEEDS = {"numpy": ("numpy",), "onnxruntime": ("onnxruntime",),
-          "litert": ("ai_edge_litert", "tflite_runtime")}
-_PIP_NAME = {"numpy": "numpy", "onnxruntime": "onnxruntime", "litert": "ai-edge-litert"}
+# module alternatives per need, and the pip name that provides each: numpy, and every
+# engine's own (runtimes.engines)
+_NEEDS = {"numpy": ("numpy",), **{e: engines.get(e).modules for e in engines.names()}}
+_PIP_NAME = {"numpy": "numpy", **{e: engines.get(e).pip for e in engines.names()}}
 MIN_PYTHON = (3, 10)
 # A killed run's folder on the device is removed by the next run once it is this old
 # (seconds; a live run locks its folder within seconds of making it). Tests shorten it.

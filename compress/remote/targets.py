@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from compress.remote.host import RemoteHost, RemoteSpec
 from compress.remote.ssh import SshSettings, parse_address
-from compress.stages.benchmark import ENGINE_OF_FORMAT
+from compress.measuring import AUTO, engine_for
+from runtimes import engines as engine_registry
 
 
 def remote_spec(target, pipeline) -> RemoteSpec:
@@ -33,6 +34,13 @@ def formats_made(pipeline) -> set[str]:
     return formats
 
 
+def _engines_needed(runtime, formats: set[str]) -> tuple[str, ...]:
+    """The engines a device must have to measure `formats` for a profile (with `auto`,
+    the default engine of each format; the runner probes whatever else is there)."""
+    return tuple(sorted({engine_registry.for_format(fmt)[0].name if name == AUTO else name
+                         for fmt in formats if (name := engine_for(runtime, fmt))}))
+
+
 def open_hosts(ctx) -> dict[str, RemoteHost]:
     """Probe every SSH target of a pipeline that benchmarks; {target name: RemoteHost}."""
     pipeline = ctx.pipeline
@@ -44,8 +52,7 @@ def open_hosts(ctx) -> dict[str, RemoteHost]:
         for target, (name, profile) in zip(pipeline.targets, ctx.targets):
             if not target.ssh:
                 continue
-            engines = tuple(ENGINE_OF_FORMAT[f] for f in sorted(formats)
-                            if ENGINE_OF_FORMAT[f] in profile.runtime.engines)
+            engines = _engines_needed(profile.runtime, formats)
             host = RemoteHost(name, remote_spec(target, pipeline))
             hosts[name] = host
             ctx.progress.note(f"target {name}: connecting to {host.spec.ssh.address}")

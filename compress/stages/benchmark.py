@@ -6,18 +6,12 @@ it is the same code that runs on a device.
 """
 from __future__ import annotations
 
-import json
+import dataclasses
 import math
-import os
-import re
 import statistics
-import subprocess
 import sys
-import tempfile
-import threading
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Literal, Optional
 
 from pydantic import (Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
@@ -25,11 +19,12 @@ from pydantic import (Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, Po
 
 from compress.artifacts import artifact_files
 from compress.bench_inputs import custom_score, outputs_path, write_inputs
-from compress.errors import ModelError, RemoteError
+from compress.measuring import (AUTO, Unavailable, engine_flags, engine_for,
+                                measure_in_subprocess, needed_engines, reports_placement,
+                                settings_of)
 from compress.stagebase import StageConfig, register
+from runtimes import engines
 from runtimes.measure import summarize_latencies
-
-PROJECT_ROOT = Path(__file__).resolve().parents[2]
 
 
 class Benchmark(StageConfig):
@@ -57,28 +52,20 @@ class Benchmark(StageConfig):
         return self
 
 
-ENGINE_OF_FORMAT = {"onnx": "onnxruntime", "tflite": "litert"}
-
-
 @dataclass(frozen=True)
 class Job:
-    """One artifact measured for one target, with that target's runtime settings."""
+    """One artifact measured for one target, with that target's engine and settings."""
     artifact: object
     is_baseline: bool
     target: str
-    threads: int
-    xnnpack: bool = True
-    delegate: Optional[str] = None
-    delegate_options: tuple[tuple[str, object], ...] = ()   # the delegate's (key, value)s
-    device_flags: tuple[str, ...] = ()   # power meter, CPU pinning, providers: from the profile
+    engine: str                          # an engine's name, or measuring.AUTO
+    settings: engines.Settings
+    device_flags: tuple[str, ...] = ()   # power meter, CPU pinning: from the profile
     python: Optional[str] = None         # another local Python for the runner (the target's)
 
     @property
-    def accelerated(self) -> bool:
-        """Runs on an execution provider or a delegate (XNNPACK included): where each op
-        ran is worth reporting."""
-        return ("--provider" in self.device_flags or bool(self.delegate)
-                or (self.artifact.format == "tflite" and self.xnnpack))
+    def threads(self) -> int:
+        return self.settings.threads
 
 
 def device_flags(profile) -> tuple[str, ...]:
@@ -96,30 +83,6 @@ def device_flags(profile) -> tuple[str, ...]:
     return tuple(flags)
 
 
-def option_text(value) -> str:
-    """A profile option value as a runner flag's text (booleans as 0/1)."""
-    return str(int(value)) if isinstance(value, bool) else str(value)
-
-
-def provider_flags(profile) -> tuple[str, ...]:
-    """onnxruntime execution providers and their options, for ONNX measurements."""
-    flags = []
-    for provider in profile.runtime.providers:
-        flags += ["--provider", provider.name]
-        for key, value in provider.options.items():
-            flags += ["--provider-option", f"{provider.name}:{key}={option_text(value)}"]
-    return tuple(flags)
-
-
-def litert_flags(xnnpack: bool, delegate: str | None, options: dict) -> list[str]:
-    """The runner's LiteRT options: XNNPACK off, a delegate and the delegate's options."""
-    flags = [] if xnnpack else ["--no-xnnpack"]
-    flags += ["--delegate", delegate] if delegate else []
-    for key, value in options.items():
-        flags += ["--delegate-option", f"{key}={option_text(value)}"]
-    return flags
-
-
 def plan_jobs(candidates, targets, cores: dict[str, int],
               pythons: dict[str, str] | None = None) -> tuple[list[Job], list[dict]]:
     """Which artifact runs for which target, and the pairs left out with the reason: a
@@ -127,24 +90,20 @@ def plan_jobs(candidates, targets, cores: dict[str, int],
     `cores`: how many cores the machine measuring each target has."""
     jobs, skipped = [], []
     for artifact, is_baseline in candidates:
-        engine = ENGINE_OF_FORMAT[artifact.format]
         for target, profile in targets:
             runtime = profile.runtime
-            if engine not in runtime.engines:
+            engine = engine_for(runtime, artifact.format)
+            if engine is None:
                 skipped.append({"artifact": artifact.id, "target": target, "reason":
-                                f"{target} runs {', '.join(runtime.engines)} only "
-                                "(runtime.engines in its profile)"})
+                                f"{target} runs {runtime.listed()} only (runtime.engines in its "
+                                f"profile), none of which runs {artifact.format} files"})
                 continue
             # More threads than the cores it may use only measures contention.
             usable = min(cores[target], len(runtime.cpu_affinity or ()) or cores[target])
-            threads = min(runtime.threads or usable, usable)
-            litert = engine == "litert"
-            jobs.append(Job(artifact, is_baseline, target, threads, runtime.xnnpack,
-                            runtime.delegate if litert else None,
-                            tuple(runtime.delegate_options.items()) if litert else (),
-                            device_flags(profile) + (provider_flags(profile)
-                                                     if engine == "onnxruntime" else ()),
-                            (pythons or {}).get(target)))
+            settings = settings_of(runtime, min(runtime.threads or usable, usable),
+                                   artifact.meta.get("inference_precision"))
+            jobs.append(Job(artifact, is_baseline, target, engine, settings,
+                            device_flags(profile), (pythons or {}).get(target)))
     return jobs, skipped
 
 
@@ -161,9 +120,8 @@ def _runner_args(path, inputs, evaluation, job: Job, config: Benchmark, metric,
         cmd += ["--inputs", str(inputs)]
     if nhwc:
         cmd += ["--nhwc"]
-    if str(path).endswith(".tflite"):
-        cmd += litert_flags(job.xnnpack, job.delegate, dict(job.delegate_options))
-    if first_round and job.accelerated:
+    cmd += engine_flags(job.engine, job.settings, job.artifact.format)
+    if first_round and reports_placement(job.engine, job.settings):
         cmd += ["--placement"]
     if evaluation and first_round:
         cmd += ["--eval", str(evaluation)]
@@ -175,88 +133,6 @@ def _runner_args(path, inputs, evaluation, job: Job, config: Benchmark, metric,
         if metric.get("pairs"):
             cmd += ["--pairs"]
     return cmd
-
-
-class Unavailable(Exception):
-    """The runner's exit 3: the accelerator asked for is not on the measuring machine."""
-
-
-def _runner_error(stderr: str) -> str:
-    lines = [line for line in stderr.splitlines() if line.startswith("error: ")]
-    return (lines[-1] if lines else stderr).removeprefix("error: ")
-
-
-def _follow_progress(stream, advance, lines: list[str]) -> None:
-    for line in stream:
-        if line.startswith("@progress"):
-            advance(completed=int(line.split()[1]))
-        else:
-            lines.append(line)
-
-
-def runner_env() -> dict:
-    """The environment a local runner starts in: this checkout's runtimes/ importable."""
-    return {**os.environ, "PYTHONPATH": os.pathsep.join(
-        [str(PROJECT_ROOT), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
-
-
-def measure_in_subprocess(cmd: list, timeout: float, advance, host=None) -> dict:
-    """Run the runner (here, or on `host` when `cmd` is that host's ssh command) and
-    return its JSON; its '@progress' lines move the progress bar."""
-    env = runner_env()
-    with tempfile.TemporaryFile("w+") as out:
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.PIPE, text=True, env=env)
-        stderr_lines: list[str] = []
-        # stderr is read beside, so the timeout holds even when the runner hangs
-        reader = threading.Thread(target=_follow_progress, daemon=True,
-                                  args=(proc.stderr, advance, stderr_lines))
-        reader.start()
-        try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-            raise ModelError(f"the benchmark did not finish within {timeout:.0f} s; raise "
-                             "benchmark.timeout_s or lower runs/min_seconds") from None
-        reader.join(timeout=10)
-        out.seek(0)
-        stdout = out.read()
-    stderr = "".join(stderr_lines).strip()
-    if host is not None:
-        _raise_for_remote_status(proc.returncode, stderr, host, timeout)
-    elif proc.returncode == 3:
-        raise Unavailable(_runner_error(stderr))
-    elif proc.returncode == 2:
-        raise ModelError(stderr.removeprefix("error: "))
-    elif proc.returncode != 0:
-        raise RuntimeError(f"benchmark subprocess failed ({proc.returncode}): {stderr[-3000:]}")
-    # the last line: a device's shell start-up may print before the runner does
-    return json.loads(stdout.strip().splitlines()[-1])
-
-
-def _raise_for_remote_status(returncode: int, stderr: str, host, timeout: float) -> None:
-    """What the device's runner said ('@exit N' from its shell), or ssh's own failure."""
-    where = f"target {host.name} ({host.spec.ssh.address})"
-    exits = re.findall(r"^@exit (\d+)$", stderr, flags=re.M)
-    if not exits:  # the shell never reported: ssh itself failed
-        if returncode != 0:
-            raise RemoteError(f"{where}: {host.connection.explain(stderr)}")
-        return
-    status = int(exits[-1])
-    said = "\n".join(line for line in stderr.splitlines() if not line.startswith("@exit"))
-    if status == 124:
-        raise ModelError(f"{where}: the benchmark did not finish within {timeout:.0f} s on "
-                         "the device; raise benchmark.timeout_s or lower runs/min_seconds")
-    if status == 137:
-        raise ModelError(f"{where}: the runner was killed there (SIGKILL): most likely out of "
-                         "memory (check `dmesg` on the device), else the timeout's last resort")
-    if status == 3:  # the accelerator asked for is not on that device
-        raise Unavailable(_runner_error(said))
-    if status == 2:  # the runner's own clear error (e.g. a named meter absent there)
-        raise ModelError(f"{where}: {_runner_error(said)}")
-    if status != 0:
-        raise ModelError(f"{where}: the runner failed there (exit {status}): {said[-1500:]}")
 
 
 def _pool_power(rounds: list[dict]) -> dict:
@@ -313,6 +189,7 @@ def _record(result: dict, job: Job, metric_info, host=None) -> dict:
     return {
         "artifact": artifact.id, "format": artifact.format, "target": target,
         "baseline": is_baseline,
+        "engine": result["runtime"]["engine"], "engine_choice": result.get("engine_choice"),
         "runtime": result["runtime"], "measured_on": measured_on,
         "latency_ms": result["latency_ms"], "throughput_per_s": result["throughput_per_s"],
         "runs": result["runs"], "batch_size": result["batch_size"],
@@ -342,7 +219,7 @@ def _stage_on_hosts(jobs: list[Job], ctx, inputs, evaluation) -> dict:
         files = {part: f"models/{jobs[i].artifact.id}/{part.name}" for i in indices
                  for part in artifact_files(ctx.path(jobs[i].artifact))}
         files.update({path: f"inputs/{path.name}" for path in (inputs, evaluation) if path})
-        engines = tuple(sorted({ENGINE_OF_FORMAT[jobs[i].artifact.format] for i in indices}))
+        engines = needed_engines(jobs[i] for i in indices)
         with ctx.progress.task(f"copy {len(indices)} models to {name} "
                                f"({host.spec.ssh.address})", None):
             host.stage(list(files.items()), engines)
@@ -406,6 +283,9 @@ def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
             try:
                 rounds[index].append(_measure_once(index, job, round_index, placed, files,
                                                    config, ctx))
+                if job.engine == AUTO:  # the later rounds time the engine the probe chose
+                    jobs[index] = dataclasses.replace(
+                        job, engine=rounds[index][0]["engine_choice"]["chosen"])
             except Unavailable as exc:
                 unmeasured[index] = str(exc)
                 ctx.progress.note(f"{job.artifact.id} on {job.target}: unmeasured: {exc}")

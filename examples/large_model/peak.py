@@ -38,7 +38,7 @@ STEPS = (
     ("compress.quant.streamed", "quantize_streamed"),
     ("compress.quant.streamed", "finish"),
     ("compress.context.RunContext", "reference_outputs"),
-    ("compress.stages.benchmark", "measure_in_subprocess"),
+    ("compress.measuring", "measure_in_subprocess"),
 )
 
 

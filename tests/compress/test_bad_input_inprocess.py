@@ -307,25 +307,6 @@ def _no_opset(path: Path) -> None:
     onnx.save(model, str(path))
 
 
-@pytest.fixture(scope="session")
-def quickstart_onnx(tmp_path_factory, digits_checkpoint) -> Path:
-    """The quickstart CNN, trained, exported once with torch.onnx.export."""
-    import sys
-
-    import torch
-    sys.path.insert(0, str(REPO / "examples" / "quickstart"))
-    try:
-        from model import build
-    finally:
-        sys.path.remove(str(REPO / "examples" / "quickstart"))
-    model = build()
-    model.load_state_dict(torch.load(digits_checkpoint, weights_only=True))
-    path = tmp_path_factory.mktemp("quickstart-onnx") / "digits.onnx"
-    torch.onnx.export(model.eval(), (torch.zeros(1, 1, 8, 8),), str(path),
-                      input_names=["image"], output_names=["logits"], dynamo=False)
-    return path
-
-
 def _quickstart_onnx(inputs: list | None = None, data: dict | None = None) -> Build:
     """The quickstart model as ONNX (copied from the session's export, see run_case)."""
     def build(project: Path) -> Path:

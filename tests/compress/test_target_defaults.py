@@ -15,7 +15,7 @@ TARGETS = [(name, load_profile(name)) for name in ("host-cpu", "rpi4", "jetson-o
 
 
 def _artifact(name: str, fmt: str):
-    return SimpleNamespace(id=name, format=fmt)
+    return SimpleNamespace(id=name, format=fmt, meta={})
 
 
 def test_each_target_gets_the_formats_its_engines_run():
@@ -28,7 +28,8 @@ def test_each_target_gets_the_formats_its_engines_run():
     assert {(s["artifact"], s["target"]) for s in skipped} == {
         ("onnx-fp32", "rpi4"), ("tflite-int8", "jetson-orin-nano")}
     rpi4 = next(j for j in jobs if j.target == "rpi4")
-    assert rpi4.threads == 2 and rpi4.xnnpack  # 4 in the profile, capped at this host's cores
+    assert rpi4.threads == 2 and rpi4.engine == "litert" and rpi4.settings.xnnpack  # 4 in the
+    # profile, capped at this host's cores
 
 
 def _tflite_pipeline(**stage):
@@ -59,9 +60,40 @@ def test_a_profile_delegate_and_its_options_reach_the_runner(tmp_path):
     candidates = [(_artifact("onnx", "onnx"), True), (_artifact("tflite", "tflite"), False)]
     jobs, _ = plan_jobs(candidates, targets, {"litert-gpu": 2})
     onnx, tflite = sorted(jobs, key=lambda j: j.artifact.id)
-    assert onnx.delegate is None and onnx.delegate_options == ()   # LiteRT's only
+    onnx_args = _runner_args("m.onnx", None, None, onnx, Benchmark(type="benchmark"), None)
+    assert "--delegate" not in onnx_args and "--delegate-option" not in onnx_args  # LiteRT's
     args = _runner_args("m.tflite", None, None, tflite, Benchmark(type="benchmark"), None)
     assert args[args.index("--delegate") + 1] == "gpu"
     options = [args[i + 1] for i, a in enumerate(args) if a == "--delegate-option"]
     assert options == ["enforce_f32=1", "benchmark_mode=0"]
     assert "--placement" in args
+
+
+def _profile(tmp_path, engines: str):
+    path = tmp_path / "board.yaml"
+    path.write_text(f"name: board\ndevice: {{arch: any}}\nruntime:\n  engines: {engines}\n")
+    return [("board", load_profile(str(path)))]
+
+
+def test_the_first_listed_engine_that_runs_a_format_measures_it(tmp_path):
+    from compress.stages.benchmark import Benchmark, _runner_args
+    candidates = [(_artifact("onnx", "onnx"), True), (_artifact("tflite", "tflite"), False)]
+    jobs, skipped = plan_jobs(candidates, _profile(tmp_path, "[openvino, onnxruntime]"),
+                              {"board": 2})
+    assert [(j.artifact.id, j.engine) for j in jobs] == [("onnx", "openvino")]
+    assert "none of which runs tflite files" in skipped[0]["reason"]
+    args = _runner_args("m.onnx", None, None, jobs[0], Benchmark(type="benchmark"), None)
+    assert args[args.index("--engine") + 1] == "openvino" and "--precision" not in args
+
+
+def test_engines_auto_lets_the_runner_choose_and_an_artifact_names_its_precision(tmp_path):
+    from compress.stages.benchmark import Benchmark, _runner_args
+    bf16 = SimpleNamespace(id="bf16", format="onnx", meta={"inference_precision": "bf16"})
+    candidates = [(_artifact("onnx", "onnx"), True), (bf16, False),
+                  (_artifact("tflite", "tflite"), False)]
+    jobs, skipped = plan_jobs(candidates, _profile(tmp_path, "auto"), {"board": 2})
+    assert not skipped and {j.engine for j in jobs} == {"auto"}
+    args = [_runner_args("m.onnx", None, None, job, Benchmark(type="benchmark"), None)
+            for job in jobs]
+    assert all(a[a.index("--engine") + 1] == "auto" and "--placement" in a for a in args)
+    assert "--precision" not in args[0] and args[1][args[1].index("--precision") + 1] == "bf16"

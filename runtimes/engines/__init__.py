@@ -1,0 +1,138 @@
+"""Engines: what runs a model file, one module each, registered here.
+
+An engine module describes itself with one `Engine` record (the file suffixes and the
+artifact formats it runs, the modules whose presence says it is installed, the pip
+package that installs it on a device) and the four functions the rest of the project
+calls instead of naming the engine: open a session, report where each node ran, turn
+the settings into the runner's command-line flags, and add those flags to the runner.
+Everything about one engine is in its module; adding an engine is one module imported at
+the bottom of this file and, at most, one profile key.
+
+Every engine reads its own fields of one `Settings` record and ignores the rest, so the
+runner and the benchmark stage pass settings around without knowing which engine takes
+which.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+from dataclasses import dataclass, field
+from typing import Callable
+
+from runtimes.errors import RuntimeInputError
+
+
+@dataclass(frozen=True)
+class Settings:
+    """How a session is opened. Each engine reads the fields it has (named in its
+    module's docstring); the others keep their defaults."""
+    threads: int | None = None
+    providers: tuple = ()            # onnxruntime: (name, {option: value}) in priority order
+    xnnpack: bool = True             # LiteRT: the XNNPACK delegate (off: built-in kernels)
+    delegate: str | None = None      # LiteRT: "gpu" or an external delegate library
+    delegate_options: dict = field(default_factory=dict)
+    precision: str = "f32"           # OpenVINO: inference precision (f32, bf16, f16)
+    device: str = "CPU"              # OpenVINO: the device it compiles for
+
+    def __post_init__(self):  # None is "none given" for the collections (callers pass it)
+        object.__setattr__(self, "providers", tuple(self.providers or ()))
+        object.__setattr__(self, "delegate_options", dict(self.delegate_options or {}))
+
+
+@dataclass(frozen=True)
+class Engine:
+    name: str
+    suffixes: tuple[str, ...]        # model files it opens (".onnx")
+    formats: tuple[str, ...]         # the pipeline's artifact formats it runs ("onnx")
+    modules: tuple[str, ...]         # importable modules, any one of which means installed
+    pip: str                         # the package that installs it on a device
+    open: Callable                   # (path, Settings) -> runtimes.session.Session
+    placement: Callable              # (path, Settings, session description) -> dict
+    flags: Callable                  # Settings -> the runner's flags for them
+    add_arguments: Callable          # (argparse group) -> None: those flags
+    settings_from: Callable          # parsed arguments -> {Settings field: value}
+    accelerated: Callable = lambda settings: False  # placement worth reporting
+    preload: Callable = lambda: None  # import the library (before the idle memory reading)
+
+
+_REGISTRY: dict[str, Engine] = {}
+
+
+def register(engine: Engine) -> Engine:
+    if engine.name in _REGISTRY:
+        raise ValueError(f"engine {engine.name!r} is registered twice")
+    _REGISTRY[engine.name] = engine
+    return engine
+
+
+def names() -> tuple[str, ...]:
+    """Every engine, in registration order (the first for a suffix is its default)."""
+    return tuple(_REGISTRY)
+
+
+def get(name: str) -> Engine:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise RuntimeInputError(f"unknown engine '{name}'; known: "
+                                f"{', '.join(_REGISTRY)}") from None
+
+
+def for_path(path: str) -> tuple[Engine, ...]:
+    """The engines that open `path`, by its suffix, the default first."""
+    suffix = os.path.splitext(path)[1].lower()
+    return tuple(e for e in _REGISTRY.values() if suffix in e.suffixes)
+
+
+def default_for(path: str) -> Engine:
+    found = for_path(path)
+    if not found:
+        known = ", ".join(sorted({s for e in _REGISTRY.values() for s in e.suffixes}))
+        raise RuntimeInputError(f"no runtime for '{path}': the file suffix must be one of "
+                                f"{known}")
+    return found[0]
+
+
+def for_format(fmt: str) -> tuple[Engine, ...]:
+    """The engines that run artifacts of the pipeline's format `fmt`."""
+    return tuple(e for e in _REGISTRY.values() if fmt in e.formats)
+
+
+def installed(engine: Engine) -> bool:
+    """Whether one of the engine's modules can be imported here (without importing it)."""
+    for module in engine.modules:
+        try:
+            if importlib.util.find_spec(module) is not None:
+                return True
+        except (ImportError, ValueError):
+            continue
+    return False
+
+
+def chosen(path: str, name: str | None) -> Engine:
+    """The engine `name` (which must open `path`), or the default for `path`."""
+    if name is None:
+        return default_for(path)
+    engine = get(name)
+    if engine not in for_path(path):
+        raise RuntimeInputError(f"engine {name} does not open '{path}': it opens "
+                                f"{', '.join(engine.suffixes)} files")
+    return engine
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Every engine's runner flags, a group each."""
+    for engine in _REGISTRY.values():
+        engine.add_arguments(parser.add_argument_group(f"{engine.name}"))
+
+
+def settings_from(args: argparse.Namespace, threads: int | None) -> Settings:
+    fields = {"threads": threads}
+    for engine in _REGISTRY.values():
+        fields.update(engine.settings_from(args))
+    return Settings(**fields)
+
+
+# the engines, in order: the first that opens a suffix is its default
+from runtimes.engines import ort, litert, ov  # noqa: E402,F401  (each registers itself)

@@ -1,0 +1,84 @@
+"""LiteRT (ai-edge-litert, or the older tflite-runtime): .tflite files, on the XNNPACK
+delegate (`Settings.xnnpack`, on by default) or its built-in kernels, with an external
+delegate library or LiteRT's GPU accelerator (`Settings.delegate`, "gpu") and the
+delegate's options (`Settings.delegate_options`)."""
+from __future__ import annotations
+
+from runtimes.engines import Engine, Settings, register
+from runtimes.engines.ort import option_text
+from runtimes.errors import RuntimeInputError
+
+
+def _open(path: str, settings: Settings):
+    if settings.delegate == "gpu":
+        from runtimes.litert_gpu import LiteRTGpuSession
+        return LiteRTGpuSession(path, threads=settings.threads,
+                                options=settings.delegate_options)
+    from runtimes.litert_session import LiteRTSession
+    return LiteRTSession(path, threads=settings.threads, xnnpack=settings.xnnpack,
+                         delegate=settings.delegate, delegate_options=settings.delegate_options)
+
+
+def _placement(path: str, settings: Settings, described: dict) -> dict:
+    """From a session of its own; LiteRT's GPU says only whether it took the whole model,
+    which the timed session (`described`) has told already."""
+    from runtimes.placement import litert_gpu_placement, litert_placement
+    if settings.delegate == "gpu":
+        return litert_gpu_placement(path, threads=settings.threads,
+                                    options=settings.delegate_options,
+                                    fully_accelerated=described.get("fully_accelerated"))
+    return litert_placement(path, xnnpack=settings.xnnpack, delegate=settings.delegate,
+                            threads=settings.threads,
+                            delegate_options=settings.delegate_options)
+
+
+def _flags(settings: Settings) -> list[str]:
+    flags = [] if settings.xnnpack else ["--no-xnnpack"]
+    flags += ["--delegate", settings.delegate] if settings.delegate else []
+    for key, value in settings.delegate_options.items():
+        flags += ["--delegate-option", f"{key}={option_text(value)}"]
+    return flags
+
+
+def _add_arguments(group) -> None:
+    group.add_argument("--no-xnnpack", dest="xnnpack", action="store_false",
+                       help="run the built-in kernels instead of the XNNPACK delegate")
+    group.add_argument("--delegate", help="'gpu' for LiteRT's GPU accelerator, or an external "
+                       "delegate library to load (e.g. libedgetpu.so.1). Exit code 3 when it "
+                       "cannot be used here")
+    group.add_argument("--delegate-option", action="append", default=[], metavar="KEY=VALUE",
+                       help="an option of the --delegate (gpu: enforce_f32=true, ...; Edge "
+                       "TPU: device=usb:0)")
+
+
+def parse_delegate_options(delegate: str | None, options: list[str]) -> dict:
+    """--delegate-option KEY=VALUE (repeated) -> {key: value}."""
+    parsed = {}
+    for text in options:
+        key, equals, value = text.partition("=")
+        if not equals or not key:
+            raise RuntimeInputError(f"--delegate-option '{text}': write KEY=VALUE")
+        parsed[key] = value
+    if parsed and not delegate:
+        raise RuntimeInputError("--delegate-option needs a --delegate to give it to")
+    return parsed
+
+
+def _settings(args) -> dict:
+    return {"xnnpack": args.xnnpack, "delegate": args.delegate,
+            "delegate_options": parse_delegate_options(args.delegate, args.delegate_option)}
+
+
+def _preload() -> None:
+    from runtimes.litert_session import interpreter_module
+    interpreter_module()
+
+
+ENGINE = register(Engine(
+    name="litert", suffixes=(".tflite",), formats=("tflite",),
+    modules=("ai_edge_litert", "tflite_runtime"), pip="ai-edge-litert", open=_open,
+    placement=_placement, flags=_flags, add_arguments=_add_arguments,
+    settings_from=_settings,
+    # XNNPACK is a delegate too: where each op ran is worth reporting
+    accelerated=lambda settings: bool(settings.delegate) or settings.xnnpack,
+    preload=_preload))
