@@ -44,10 +44,13 @@ class Output:
 
 
 def artifact_files(path: Path) -> list[Path]:
-    """The files of an artifact: the model, and for an ONNX model of 2 GiB or more (which
-    protobuf cannot hold in one file) its weights beside it as <name>.data."""
-    data = Path(path).with_name(Path(path).name + ".data")
-    return [Path(path), data] if data.is_file() else [Path(path)]
+    """The files of an artifact: the model, and its weights beside it where it keeps them
+    apart: <name>.data for an ONNX model of 2 GiB or more (which protobuf cannot hold in
+    one file), <stem>.bin for an OpenVINO IR (<stem>.xml)."""
+    path = Path(path)
+    beside = (path.with_suffix(".bin") if path.suffix == ".xml"
+              else path.with_name(path.name + ".data"))
+    return [path, beside] if beside.is_file() else [path]
 
 
 def sha256_artifact(path: Path) -> str:

@@ -32,14 +32,16 @@ def torch_call(model, decls, feed: dict, torch) -> list[np.ndarray]:
     return [o.detach().cpu().numpy() for o in outputs]
 
 
-def run_feeds(model_or_path, decls, feeds: list[dict], nhwc: bool = False) -> list[list]:
+def run_feeds(model_or_path, decls, feeds: list[dict], nhwc: bool = False,
+              engine: str | None = None, **settings) -> list[list]:
     """Every output of every feed: [[output arrays of feed 0], ...]. `nhwc`: the file
-    takes 4-D inputs channels-last while the feeds are laid out NCHW. A feed the model
-    fails on is a ModelError naming it."""
+    takes 4-D inputs channels-last while the feeds are laid out NCHW. A file runs on
+    `engine` (default: its suffix's) with `settings` (runtimes.engines.Settings fields).
+    A feed the model fails on is a ModelError naming it."""
     if isinstance(model_or_path, (str, Path)):
         from runtimes.feeds import select_inputs
         from runtimes.loader import load
-        with load(str(model_or_path)) as session:
+        with load(str(model_or_path), engine, **settings) as session:
             return [_named_failure(index, feed, lambda f: session.run(
                 select_inputs(_layout(f, nhwc), session.inputs)), Path(model_or_path).name)
                 for index, feed in enumerate(feeds)]

@@ -27,6 +27,7 @@ from compress.model_source import external_digest, source_digest, write_source
 from compress.model_table import model_rows
 from compress import crash
 from compress.progress import Progress
+from compress.stage_graph import DEPLOYABLE
 from compress.runlock import RunLock
 from compress.remote.targets import close_hosts
 from compress.report import build_report, write_reports
@@ -162,7 +163,7 @@ def _candidates(artifacts: list[Artifact], consumed: list[str],
                 chosen: tuple[str, ...] | None) -> list[Artifact]:
     """The artifacts to measure: those named in the benchmark stage, or else every final
     (unconsumed) deployable artifact (the graph check made sure named ones exist)."""
-    deployable = [a for a in artifacts if a.format in ("onnx", "tflite")]
+    deployable = [a for a in artifacts if a.format in DEPLOYABLE]
     if chosen is None:
         return [a for a in deployable if a.id not in consumed]
     by_id = {a.id: a for a in artifacts}

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 
 from compress.stagebase import STAGES
 
-FORMAT_NAMES = {"torch": "a torch model", "onnx": "an ONNX model", "tflite": "a TFLite model"}
-DEPLOYABLE = ("onnx", "tflite")
+FORMAT_NAMES = {"torch": "a torch model", "onnx": "an ONNX model", "tflite": "a TFLite model",
+                "openvino": "an OpenVINO IR model"}
+DEPLOYABLE = ("onnx", "tflite", "openvino")   # what the benchmark measures
 
 
 @dataclass(frozen=True)

@@ -131,13 +131,26 @@ def _size(model: str) -> int:
 
 
 def _timed_feeds(session, raw: dict | None, opts: BenchOptions) -> dict:
-    """The inputs timed: the first feed of the inputs file, else random ones."""
+    """The inputs timed: the first feed of the inputs file, else random ones; run once
+    here, so that a model that fails on them says so in one line."""
     data = _layout(feeds_mod.read_feeds(raw, session.inputs), opts) if raw is not None else None
     if data is not None and data.feeds:
         feeds = feeds_mod.select_inputs(data.feeds[0], session.inputs)
         feeds_mod.check_feeds(feeds, session.inputs)
-        return feeds
-    return feeds_mod.synthetic_feeds(session.inputs)
+        what, fix = "the first feed of the inputs file", "check the inputs file"
+    else:
+        feeds = feeds_mod.synthetic_feeds(session.inputs)
+        what = "random inputs (dynamic dimensions set to 1)"
+        fix = "give inputs of the sizes it takes with --inputs FILE.npz"
+    try:
+        session.run(feeds)
+    except RuntimeInputError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - each engine raises its own untyped errors
+        shapes = {k: list(v.shape) for k, v in feeds.items()}
+        raise RuntimeInputError(f"the model fails on {what} {shapes}: "
+                                f"{' '.join(str(exc).split())[:300]}; {fix}") from None
+    return feeds
 
 
 def _timed(model: str, engine: engines.Engine, raw: dict | None, opts: BenchOptions, meter):

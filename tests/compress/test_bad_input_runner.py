@@ -110,6 +110,19 @@ CASES = [
     Case("model-string-input", "model", ("s.onnx", *QUICK), ("'s'", "string"),
          files=(("s.onnx", lambda p: _onnx(p, string_input=True)),)),
 
+    Case("model-fails-on-random-inputs", "model", ("d.onnx", *QUICK),
+         ("the model fails on random inputs (dynamic dimensions set to 1)", "--inputs"),
+         files=(("d.onnx", lambda p: _onnx(p, shape=("batch", "width"))),)),
+    Case("engine-does-not-open-the-file", "model", ("m.onnx", "--engine", "litert", *QUICK),
+         ("engine litert does not open 'm.onnx': it opens .tflite files",), files=(MODEL,)),
+    Case("engine-unknown", "options", ("m.onnx", "--engine", "tensorrt", *QUICK),
+         ("argument --engine: invalid choice: 'tensorrt'",), files=(MODEL,)),
+    Case("openvino-garbage-xml", "model", ("g.xml", *QUICK), ("OpenVINO cannot load",),
+         files=(("g.xml", _raw(b"<net><layers>")),)),
+    Case("openvino-precision-unknown", "options",
+         ("m.onnx", "--engine", "openvino", "--precision", "int4", *QUICK),
+         ("argument --precision: invalid choice: 'int4'",), files=(MODEL,)),
+
     # ---- --inputs / --eval files
     Case("inputs-missing", "inputs", ("m.onnx", "--inputs", "nope.npz", *QUICK),
          ("inputs file not found: nope.npz",), files=(MODEL,)),

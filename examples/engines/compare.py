@@ -1,0 +1,152 @@
+"""Every anchor model's files on every engine that opens them, in one table: the FP32
+file, this pipeline's INT8, `quantize_static` by hand and NNCF's INT8 (the anchors'
+files), and the TFLite files where the model has them, each on onnxruntime, OpenVINO (f32,
+and bf16 for the FP32 file) and LiteRT.
+
+Latency: `python -m runtimes bench` in a fresh process per measurement (the first
+evaluation feed, batch 1, --threads, --runs timed calls after 10 untimed), every variant in turn for
+--rounds rounds, the median of the rounds' p50s; speed-ups against onnxruntime FP32 in
+the same run. Fidelity: every file's outputs on the anchor's evaluation feeds against
+onnxruntime FP32's (SQNR; top-1 agreement for the classifiers). GMAC/s: multiply-adds of
+the FP32 file's Conv, Gemm and MatMul nodes (from ONNX shape inference at the timed
+feed's shapes) over p50.
+
+    make anchors      # the files
+    python examples/engines/compare.py [efficientnet yolov8n ...] [--rounds 3]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "anchors"))
+
+from run import OUT, conformance  # noqa: E402  (the anchors' run.py, before anchors' path)
+from anchors import REPO, chosen  # noqa: E402
+
+from compress.checks import resolve_inputs  # noqa: E402
+from compress.data import load_dataset  # noqa: E402
+from compress.model_run import run_feeds  # noqa: E402
+from runtimes import engines  # noqa: E402
+from runtimes.metrics import feed_fidelity  # noqa: E402
+
+
+def _files(anchor) -> list[tuple[str, Path]]:
+    """(label, file) of the anchor's run folder that exist."""
+    entry = anchor.corpus
+    folder = OUT / conformance.slug(entry.name)
+    fp32 = folder / "01-fp32" / "model.onnx" if entry.fp32 == "fp32" else Path(entry.model()["onnx"])
+    int8 = next(p for p in sorted(folder.glob("*int8*/model.onnx")))
+    found = [("FP32", fp32), ("INT8, this pipeline", int8),
+             ("INT8, by hand", folder / "by_hand.onnx"), ("INT8, NNCF", folder / "nncf.onnx"),
+             *[(f"TFLite {mode.upper()}", path) for mode in ("fp32", "int8")
+               for path in folder.glob(f"*-tflite-{mode}/model.tflite")]]
+    return [(label, path) for label, path in found if path.is_file()]
+
+
+def _variants(files) -> list[tuple[str, Path, str, str]]:
+    """(file label, file, engine, precision): every engine that opens the file; OpenVINO
+    also in bf16 for the FP32 file."""
+    rows = []
+    for label, path in files:
+        for engine in engines.for_path(str(path)):
+            if not engines.installed(engine):
+                continue
+            rows.append((label, path, engine.name, "f32"))
+            if engine.name == "openvino" and label == "FP32":
+                rows.append((label, path, engine.name, "bf16"))
+    return rows
+
+
+def _p50(path: Path, engine: str, precision: str, args, inputs: Path) -> float:
+    cmd = [sys.executable, "-m", "runtimes", "bench", str(path), "--json", "--meter", "none",
+           "--threads", str(args.threads), "--runs", str(args.runs), "--engine", engine,
+           "--inputs", str(inputs)]
+    cmd += ["--precision", precision] if engine == "openvino" else []
+    done = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=REPO)
+    return json.loads(done.stdout.strip().splitlines()[-1])["latency_ms"]["p50"]
+
+
+def _macs(fp32: Path, feed: dict) -> float:
+    """Multiply-adds of Conv, Gemm and MatMul nodes, from ONNX shape inference with the
+    inputs' dimensions set to the feed's."""
+    import onnx
+    from onnx import numpy_helper
+    model = onnx.load(str(fp32))
+    for value in model.graph.input:
+        if value.name in feed:
+            for dim, size in zip(value.type.tensor_type.shape.dim, feed[value.name].shape):
+                dim.ClearField("dim_param")
+                dim.dim_value = size
+    graph = onnx.shape_inference.infer_shapes(model).graph
+    shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+              for v in (*graph.value_info, *graph.output, *graph.input)}
+    shapes.update({i.name: list(numpy_helper.to_array(i).shape) for i in graph.initializer})
+    total = 0
+    for node in graph.node:
+        out = shapes.get(node.output[0])
+        weight = shapes.get(node.input[1]) if len(node.input) > 1 else None
+        if not out or not weight or 0 in out:
+            continue
+        if node.op_type == "Conv":
+            total += int(np.prod(out)) * int(np.prod(weight[1:]))
+        elif node.op_type in ("Gemm", "MatMul"):
+            inner = shapes.get(node.input[0])
+            total += int(np.prod(out)) * (inner[-1] if inner else 0)
+    return float(total)
+
+
+def compare(anchor, args) -> list[str]:
+    entry = anchor.corpus
+    files = _files(anchor)
+    variants = _variants(files)
+    pipeline = __import__("compress").pipeline(
+        name="engines", output="/tmp/engines", model={"onnx": str(files[0][1])},
+        data=entry.data(), stages=[{"type": "quantize", "scheme": "fp16"}])
+    resolved = resolve_inputs(pipeline)
+    feeds = list(load_dataset(resolved, "evaluation", resolved.model.inputs).feeds)
+    reference = run_feeds(files[0][1], None, feeds)
+    inputs = Path(tempfile.mkdtemp()) / "feed.npz"   # the first evaluation feed is timed
+    np.savez(inputs, **feeds[0])
+    times = {v: [] for v in variants}
+    for _ in range(args.rounds):
+        for variant in variants:
+            times[variant].append(_p50(*variant[1:], args, inputs))
+    base = statistics.median(times[variants[0]])
+    macs = _macs(files[0][1], feeds[0])
+    lines = [f"### {entry.name} ({macs / 1e9:.2f} GMAC per inference, estimated)", "",
+             "| file | engine | p50 ms | vs ORT FP32 | GMAC/s | SQNR dB | top-1 |",
+             "|---|---|---:|---:|---:|---:|---:|"]
+    for label, path, engine, precision in variants:
+        p50 = statistics.median(times[(label, path, engine, precision)])
+        outputs = run_feeds(path, None, feeds, engine=engine,
+                            **({"precision": precision} if engine == "openvino" else {}))
+        judged = feed_fidelity(outputs, reference)
+        top1 = f"{judged['top1_agreement']:.3f}" if anchor.classifier else "—"
+        shown = engine + (f" {precision}" if engine == "openvino" else "")
+        lines.append(f"| {label} | {shown} | {p50:.3f} | {base / p50:.2f}x | "
+                     f"{macs / p50 / 1e6:.1f} | {judged['sqnr_db']:.1f} | {top1} |")
+    return lines + [""]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("names", nargs="*", help="anchors whose name contains one of these")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    for anchor in chosen(args.names):
+        print("\n".join(compare(anchor, args)), flush=True)
+
+
+if __name__ == "__main__":
+    main()

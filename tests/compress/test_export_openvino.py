@@ -1,0 +1,60 @@
+"""`export.openvino` on the quickstart CNN trained on the digits data: the FP32 ONNX file
+and the quantize stage's INT8 QDQ file to OpenVINO IR, checked against onnxruntime, and
+measured by host-cpu with OpenVINO (its priority list: ONNX on onnxruntime, IR on
+OpenVINO) beside the onnxruntime baseline."""
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+import compress
+from compress.artifacts import artifact_files
+from tests.conftest import QUICKSTART, pipeline_dict, run_cli, write_pipeline
+
+pytest.importorskip("openvino")
+
+FAST = {"type": "benchmark", "warmup": 1, "runs": 5, "rounds": 1}
+
+
+def _digits():
+    spec = importlib.util.spec_from_file_location("qs_data", QUICKSTART / "data.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return {"calibration": module.calibration(64), "evaluation": module.evaluation()}
+
+
+def test_ir_variants_are_exported_checked_and_measured_on_openvino(tmp_path, quickstart_onnx):
+    result = compress.run(compress.pipeline(
+        name="ir", output=str(tmp_path / "runs"), targets=["host-cpu"],
+        model={"onnx": str(quickstart_onnx)}, data=_digits(),
+        stages=[{"type": "export.openvino", "name": "ir-fp16", "input": "source",
+                 "weights": "fp16", "inference_precision": "bf16"},
+                {"type": "quantize", "scheme": "int8-static", "name": "int8", "input": "source"},
+                {"type": "export.openvino", "name": "ir-int8"}, FAST]), quiet=True)
+    made = {a.id: a for a in result.artifacts}
+    fp16, int8 = made["ir-fp16"], made["ir-int8"]
+    assert (fp16.format, fp16.precision, int8.format, int8.precision) == \
+        ("openvino", "fp16", "openvino", "int8")
+    for artifact in (fp16, int8):
+        files = artifact_files(result.run_dir / artifact.path)
+        assert [f.suffix for f in files] == [".xml", ".bin"]
+        assert artifact.meta["parity"]["samples"] == 16
+    assert fp16.meta["ir_weights"] == "fp16" and fp16.meta["inference_precision"] == "bf16"
+    assert fp16.meta["parity"]["worst"]["max_abs_error"] < 0.05 * fp16.meta["parity"][
+        "worst"]["max_abs_reference"]
+    measured = {b["artifact"]: b for b in result.benchmarks}
+    assert measured["00-source"]["engine"] == "onnxruntime"
+    assert measured["ir-int8"]["engine"] == "openvino"
+    assert measured["ir-fp16"]["runtime"]["precision"] == "bf16"     # the named variant
+    assert measured["ir-int8"]["runtime"]["precision"] == "f32"
+    assert measured["ir-int8"]["metric"]["value"] > 0.9              # accuracy on the digits
+    gains = {g["artifact"]: g for g in result.report["gains"]}
+    assert gains["ir-int8"]["baseline"] == "00-source"               # onnxruntime FP32
+
+
+def test_a_torch_model_must_be_exported_to_onnx_first(project):
+    path = write_pipeline(project, pipeline_dict(stages=[{"type": "export.openvino"}]))
+    result = run_cli("validate", path, cwd=project)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "export the model to ONNX first (export.onnx)" in result.stderr, result.stderr
