@@ -96,7 +96,7 @@ def plan_jobs(candidates, targets, cores: dict[str, int],
             if engine is None:
                 skipped.append({"artifact": artifact.id, "target": target, "reason":
                                 f"{target} runs {runtime.listed()} only (runtime.engines in its "
-                                f"profile), none of which runs {artifact.format} files"})
+                                f"profile): no {artifact.format} files"})
                 continue
             # More threads than the cores it may use only measures contention.
             usable = min(cores[target], len(runtime.cpu_affinity or ()) or cores[target])

@@ -58,3 +58,19 @@ def test_a_torch_model_must_be_exported_to_onnx_first(project):
     result = run_cli("validate", path, cwd=project)
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert "export the model to ONNX first (export.onnx)" in result.stderr, result.stderr
+
+
+def test_a_profile_with_engines_auto_measures_each_file_with_the_engine_its_probe_chose(
+        tmp_path, quickstart_onnx):
+    board = tmp_path / "board.yaml"
+    board.write_text("name: board\ndevice: {arch: any}\nruntime: {engines: auto, threads: 2}\n")
+    result = compress.run(compress.pipeline(
+        name="auto", output=str(tmp_path / "runs"), targets=[str(board)],
+        model={"onnx": str(quickstart_onnx)}, data=_digits(),
+        stages=[{"type": "quantize", "scheme": "int8-static"}, {**FAST, "rounds": 2}]),
+        quiet=True)
+    for bench in result.benchmarks:
+        choice = bench["engine_choice"]
+        assert {p["engine"] for p in choice["probes"]} == {"onnxruntime", "openvino"}
+        assert bench["engine"] == choice["chosen"] == bench["runtime"]["engine"]
+        assert bench["runs"] == 6 and bench["metric"]["value"] > 0.9   # both rounds pooled
