@@ -44,13 +44,10 @@ class Output:
 
 
 def artifact_files(path: Path) -> list[Path]:
-    """The files of an artifact: the model, and its weights beside it where it keeps them
-    apart: <name>.data for an ONNX model of 2 GiB or more (which protobuf cannot hold in
-    one file), <stem>.bin for an OpenVINO IR (<stem>.xml)."""
-    path = Path(path)
-    beside = (path.with_suffix(".bin") if path.suffix == ".xml"
-              else path.with_name(path.name + ".data"))
-    return [path, beside] if beside.is_file() else [path]
+    """The files of an artifact: the model and, where it keeps them apart, its weights
+    (runtimes.loader.model_files: the runner counts the same files in a model's size)."""
+    from runtimes.loader import model_files
+    return [Path(p) for p in model_files(str(path))]
 
 
 def sha256_artifact(path: Path) -> str:

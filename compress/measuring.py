@@ -51,11 +51,15 @@ def engine_flags(engine: str, settings: engines.Settings, fmt: str) -> list[str]
     return ["--engine", engine] + [flag for e in chosen for flag in e.flags(settings)]
 
 
+def required_engine(engine: str, fmt: str) -> str:
+    """The engine a measuring machine must have to measure `fmt` with `engine`: itself, or
+    for AUTO the format's default engine, which the runner's probe always has to choose."""
+    return engines.for_format(fmt)[0].name if engine == AUTO else engine
+
+
 def needed_engines(jobs) -> tuple[str, ...]:
-    """The engines a measuring machine must have for `jobs` (AUTO: the default engine of
-    the format, which the runner can always fall back on)."""
-    return tuple(sorted({engines.for_format(job.artifact.format)[0].name
-                         if job.engine == AUTO else job.engine for job in jobs}))
+    """The engines a measuring machine must have for `jobs`."""
+    return tuple(sorted({required_engine(job.engine, job.artifact.format) for job in jobs}))
 
 
 def reports_placement(engine: str, settings: engines.Settings) -> bool:

@@ -17,9 +17,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compress.errors import ConfigError, MissingDependency, ModelError
-from compress.measuring import AUTO, engine_flags, engine_for, settings_of
+from compress.measuring import engine_flags, engine_for, required_engine, settings_of
 from export.op_support import (PRESET_TABLES, TABLES, ModelUnreadable, OpTable, check,
                                list_ops, table_for_delegate, table_for_provider)
+from runtimes import engines
 from runtimes.litert_gpu import GPU_DELEGATE
 
 CPU_EP = "CPUExecutionProvider"
@@ -49,13 +50,10 @@ def _target(profile, fmt: str) -> Target:
     runtime = profile.runtime
     engine = engine_for(runtime, fmt)
     if engine is None:  # never with auto: some engine runs every format the pipeline makes
-        from runtimes import engines
         wanted = " or ".join(sorted({s for e in runtime.engines for s in engines.get(e).suffixes}))
         raise ModelError(f"profile '{profile.name}' runs {runtime.listed()} only "
                          f"(runtime.engines): give it a {wanted} model")
-    if engine == AUTO:  # checked against the accelerator of the format's default engine
-        from runtimes import engines
-        engine = engines.for_format(fmt)[0].name
+    engine = required_engine(engine, fmt)   # auto: the accelerator of the format's default
     providers = [(p.name, dict(p.options)) for p in getattr(runtime, "providers", None) or ()
                  if p.name != CPU_EP] if engine == "onnxruntime" else []
     delegate = runtime.delegate if engine == "litert" else None
@@ -87,7 +85,7 @@ def _target(profile, fmt: str) -> Target:
 def _runner_flags(profile, target: Target, threads: int | None) -> list[str]:
     """The runner's options for the placement `target` makes."""
     flags = ["--threads", str(threads)] if threads else []
-    fmt = "tflite" if target.engine == "litert" else "onnx"
+    fmt = engines.get(target.engine).formats[0]
     return flags + engine_flags(target.engine, settings_of(profile.runtime, threads), fmt)
 
 
@@ -115,7 +113,6 @@ def _measured_in(python: str, path: str, profile, target: Target,
 def _measured(path: str, target: Target, threads: int | None) -> tuple[dict | None, str | None]:
     """The placement the runtime really makes here, or why there is none."""
     from runtimes.errors import ProviderUnavailable, RuntimeInputError
-    from runtimes.engines import Settings, get
     from runtimes.placement import onnx_placement
 
     try:
@@ -125,9 +122,10 @@ def _measured(path: str, target: Target, threads: int | None) -> tuple[dict | No
             if missing:
                 return None, f"not installed here: {', '.join(missing)}"
             return onnx_placement(path, target.providers, threads=threads), None
-        settings = Settings(threads=threads, xnnpack=target.xnnpack, delegate=target.delegate,
-                            delegate_options=target.delegate_options)
-        return get(target.engine).placement(path, settings, {}), None
+        settings = engines.Settings(threads=threads, xnnpack=target.xnnpack,
+                                    delegate=target.delegate,
+                                    delegate_options=target.delegate_options)
+        return engines.get(target.engine).placement(path, settings, {}), None
     except ProviderUnavailable as exc:
         return None, f"not available here: {exc}"
     except (RuntimeInputError, ImportError) as exc:

@@ -71,12 +71,9 @@ RANGES = {
 }
 
 
-def quantize(fp32: Path, target: Path, mode: str, calibration: list[dict] | None) -> None:
-    """fp16 weights, dynamic int8 (int8 weights, float activations) or full int8 (with
-    ai-edge-quantizer's own ranges)."""
-    if mode == "int8":
-        quantize_int8(fp32, {"average": target}, calibration)
-        return
+def quantize(fp32: Path, target: Path, mode: str) -> None:
+    """fp16 weights or dynamic int8 (int8 weights, float activations); full int8 is
+    quantize_int8."""
     with _quiet():
         from ai_edge_quantizer import qtyping, quantizer as aeq, recipe
         if mode == "fp16":
@@ -125,12 +122,12 @@ def _calibrated(qt, calibrator, fp32: Path, samples: list[dict]) -> dict:
 
 def _both_ranges(qsv: dict, new: dict) -> dict:
     """ai-edge-quantizer's moving average of each feed's min and max ("min", "max", what
-    it would compute itself) and the extremes over all feeds ("lowest", "highest")."""
+    it would compute itself) and the extremes over all feeds ("lowest", "highest"). The
+    Calibrator stores a tensor's first values as they come, without calling this: the
+    extremes start from that first feed's "min" and "max"."""
     from ai_edge_quantizer.utils import qsv_utils
-    if "min" not in new or (qsv and "min" not in qsv):
-        return qsv_utils.moving_average_update(qsv, new) if qsv else new
-    if not qsv:
-        return {**new, "lowest": new["min"], "highest": new["max"]}
+    if "min" not in new or "min" not in qsv:
+        return qsv_utils.moving_average_update(qsv, new)
     return {**qsv_utils.moving_average_update(qsv, new),
             "lowest": np.minimum(qsv.get("lowest", qsv["min"]), new["min"]),
             "highest": np.maximum(qsv.get("highest", qsv["max"]), new["max"])}

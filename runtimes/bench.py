@@ -13,6 +13,7 @@ and emulators, makes the meters and the conditions read /sys below another folde
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -27,6 +28,7 @@ from runtimes.cpus import available_cpus, pin
 from runtimes.engine_choice import AUTO, choose
 from runtimes.errors import RuntimeInputError
 from runtimes.hostinfo import describe_host
+from runtimes.loader import model_files
 from runtimes.measure import measure
 from runtimes.memory import current_rss_mb
 from runtimes.metrics import evaluate
@@ -123,11 +125,8 @@ def _open(model: str, engine: engines.Engine, opts: BenchOptions):
 
 
 def _size(model: str) -> int:
-    """The model's bytes, with its weights file beside it: <name>.data, as the pipeline
-    writes an ONNX model of 2 GiB or more, or an OpenVINO IR's <stem>.bin."""
-    weights = [model + ".data", os.path.splitext(model)[0] + ".bin"]
-    return os.path.getsize(model) + sum(os.path.getsize(w) for w in weights
-                                        if w != model and os.path.isfile(w))
+    """The model's bytes, its weights file beside it included (loader.model_files)."""
+    return sum(os.path.getsize(part) for part in model_files(model))
 
 
 def _timed_feeds(session, raw: dict | None, opts: BenchOptions) -> dict:
@@ -229,11 +228,12 @@ def _placement(model: str, engine: engines.Engine, opts: BenchOptions,
 
 
 def _accelerator_first(model: str, opts: BenchOptions) -> None:
-    """ProviderUnavailable (exit 3, 'unmeasured') when the provider or delegate asked for
-    cannot run here: that, not the meter beside it, is why nothing can be measured."""
-    settings = opts.settings
-    if settings.providers or settings.delegate or settings.device != engines.Settings.device:
-        engines.chosen(model, opts.engine).open(model, settings).close()
+    """ProviderUnavailable (exit 3, 'unmeasured') when an engine setting asked for (a
+    provider, a delegate, a device) cannot run here: that, not the meter beside it, is
+    why nothing can be measured."""
+    asked = dataclasses.replace(opts.settings, threads=None) != engines.Settings()
+    if asked and opts.engine != AUTO:
+        engines.chosen(model, opts.engine).open(model, opts.settings).close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -276,15 +276,16 @@ def main(argv: list[str] | None = None) -> int:
 def _bench_auto(args, opts: BenchOptions, argv: list[str]) -> int:
     """--engine auto: probe the engines here (engine_choice.py), then measure with the
     fastest in a fresh runner process, whose result gains the probe's record."""
+    if opts.cpus:
+        pin(list(opts.cpus))    # the probe runs where the measurement will
     raw = _read_inputs(args.inputs)
     choice = choose(args.model, opts.settings, lambda session: _timed_feeds(session, raw, opts))
     print(f"engine auto: {choice['chosen']} ("
           + ", ".join(f"{p['engine']} {p['p50_ms']:.3f} ms" if "p50_ms" in p else
                       f"{p['engine']} unavailable" for p in choice["probes"]) + ")",
           file=sys.stderr, flush=True)
-    child = [a for i, a in enumerate(argv) if a != "--engine=auto"
-             and not (a == "auto" and i and argv[i - 1] == "--engine") and a != "--engine"]
-    done = subprocess.run([sys.executable, "-m", "runtimes", "bench", *child, "--json",
+    # the same arguments with the engine chosen: argparse keeps an option's last value
+    done = subprocess.run([sys.executable, "-m", "runtimes", "bench", *argv, "--json",
                            "--engine", choice["chosen"]], stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:
         sys.stdout.write(done.stdout)

@@ -97,8 +97,9 @@ def _layer(node, producer: dict, inits: dict) -> _Layer | None:
 
 def _channel_mean(x: np.ndarray) -> np.ndarray:
     """Per-channel (axis 1) mean in float64, the positions summed in x's float32 first:
-    numpy's pairwise sum along the contiguous axis is as exact and twice as fast as a
-    float64 reduction over every axis but one."""
+    numpy's pairwise summation along the contiguous axis keeps the float32 rounding error
+    growing with log n (far below an int8 step), and runs twice as fast as a float64
+    reduction over every axis but one."""
     sums = x.reshape(x.shape[0], x.shape[1], -1).sum(axis=2).astype(np.float64).sum(axis=0)
     return sums / (x.size // x.shape[1])
 

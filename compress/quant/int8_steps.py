@@ -50,7 +50,7 @@ def round_and_correct(source: Path, target: Path, feeds: list[dict], config, ctx
     """Weight rounding (config.weight_rounding) and bias correction (config.bias_method())
     of the QDQ model at `target`, from one pass of the float model `source`; what went
     into the artifact's meta (None when both are off)."""
-    method, rounding = config.bias_method("onnx"), config.weight_rounding == "gptq"
+    method, rounding = config.bias_method(), config.weight_rounding == "gptq"
     if method is None and not rounding:
         return None
     chosen = spread(feeds, config.bias_correction_samples)

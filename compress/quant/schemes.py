@@ -46,17 +46,17 @@ def register_scheme(config_cls: type, precision: str, **backends):
     return decorate
 
 
-# Bias correction when `bias_correction` is unset, per model format (docs/int8.md,
+# Bias correction when `bias_correction` is unset, ONNX and TFLite alike (docs/int8.md,
 # docs/tflite.md): the fast correction, checked on the calibration feeds and kept where it
 # helps (on TFLite alongside GPTQ rounding and two range estimators)
-DEFAULT_BIAS_METHOD = {"onnx": "checked", "tflite": "checked"}
+DEFAULT_BIAS_METHOD = "checked"
 
 
-def bias_method(setting, fmt: str) -> Optional[str]:
+def bias_method(setting) -> Optional[str]:
     """A `bias_correction` setting (unset, true, false, fast, sequential) as the method
-    run on a model of format `fmt`: None (off), checked, fast or sequential."""
+    run: None (off), checked, fast or sequential."""
     if setting is None:
-        return DEFAULT_BIAS_METHOD[fmt]
+        return DEFAULT_BIAS_METHOD
     return {False: None, True: "fast"}.get(setting, setting)
 
 

@@ -41,7 +41,7 @@ def _unsupported(config) -> str | None:
             return "qnn"
         if "16" in config.activations:
             return f"activations {config.activations}"
-        if config.bias_method("onnx") in ("fast", "sequential"):  # asked for, not the check
+        if config.bias_method() in ("fast", "sequential"):  # asked for, not the check
             return "bias_correction"
         if "weight_rounding" in config.model_fields_set and config.weight_rounding == "gptq":
             return "weight_rounding gptq"  # asked for, not the default

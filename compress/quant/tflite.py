@@ -42,7 +42,7 @@ def quantize_file(fp32: Path, target: Path, mode: str, ctx, settings: dict) -> d
         meta.update(write_int8(fp32, target, calibration, settings["int8"], ctx))
     else:
         with converter_logs_hidden():
-            quantize(fp32, target, mode, None)
+            quantize(fp32, target, mode)
     with converter_logs_hidden():
         meta["tensors"] = tensor_report(target)
     if mode == "int8":
@@ -66,7 +66,7 @@ def quantize_stage(artifact, config, ctx, mode: str, precision: str):
     if mode == "int8":  # int8-static
         from compress.quant.tflite_int8 import Int8Settings
         settings.update(samples=config.samples, int8=Int8Settings(
-            _ranges(config), config.bias_method("tflite"), config.weight_rounding,
+            _ranges(config), config.bias_method(), config.weight_rounding,
             config.bias_correction_samples))
     meta = quantize_file(source, target, mode, ctx, settings)
     from compress.artifacts import Output

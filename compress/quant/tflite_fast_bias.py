@@ -51,6 +51,7 @@ class _Taps:
     dilation: tuple[int, int]
     pad: tuple[int, int]          # padding before the first row / column
     out: tuple[int, int]          # output height, width
+    pad_after: tuple[int, int] = (0, 0)   # padding after the last row / column
 
 
 @dataclass(frozen=True)
@@ -74,13 +75,13 @@ class _Plan:
         return (self.integers.astype(np.float64) - zero) * scale
 
 
-def _padding_before(size: int, out: int, kernel: int, stride: int, dilation: int,
-                    padding: int) -> int:
-    """Rows (or columns) of padding before the input, as TFLite computes them."""
+def _padding(size: int, out: int, kernel: int, stride: int, dilation: int,
+             padding: int) -> tuple[int, int]:
+    """Rows (or columns) of padding before and after the input, as TFLite computes them."""
     if padding != SAME:
-        return 0
-    total = (out - 1) * stride + (kernel - 1) * dilation + 1 - size
-    return max(total, 0) // 2
+        return 0, 0
+    total = max((out - 1) * stride + (kernel - 1) * dilation + 1 - size, 0)
+    return total // 2, total - total // 2
 
 
 def _taps(options, x_shape, w_shape, out_shape) -> _Taps:
@@ -89,9 +90,9 @@ def _taps(options, x_shape, w_shape, out_shape) -> _Taps:
     stride = (options.strideH, options.strideW)
     dilation = (options.dilationHFactor, options.dilationWFactor)
     out = (int(out_shape[1]), int(out_shape[2]))
-    pad = tuple(_padding_before(int(x_shape[1 + a]), out[a], kernel[a], stride[a], dilation[a],
-                                options.padding) for a in (0, 1))
-    return _Taps(kernel, stride, dilation, pad, out)
+    before, after = zip(*(_padding(int(x_shape[1 + a]), out[a], kernel[a], stride[a],
+                                   dilation[a], options.padding) for a in (0, 1)))
+    return _Taps(kernel, stride, dilation, before, out, after)
 
 
 def _window_sums(a: np.ndarray, taps: _Taps, axis: int) -> np.ndarray:
@@ -247,10 +248,12 @@ def correct_biases_fast(float_path: Path, quantized_path: Path, feeds: list[dict
     model at `float_path` over `feeds` (`advance(1)` after each): its int8 weights
     GPTQ-rounded (`rounding` "gptq", tflite_rounding.py), then (`correct`) its int32
     biases corrected for the weights it then has."""
+    key = ("", rounding, correct)
     made, report = variants(float_path.read_bytes(), {"": quantized_path.read_bytes()}, feeds,
-                            [(rounding, correct)], threads=threads, advance=advance)
-    quantized_path.write_bytes(made[("", rounding, correct)])
-    return report
+                            [key[1:]], threads=threads, advance=advance)
+    quantized_path.write_bytes(made[key])
+    return {**{k: v for k, v in report.items() if k != "candidates"},
+            **report["candidates"][key]}
 
 
 def variants(float_bytes: bytes, files: dict[str, bytes], feeds: list[dict], wanted: list[tuple],
@@ -259,34 +262,39 @@ def variants(float_bytes: bytes, files: dict[str, bytes], feeds: list[dict], wan
     """Each int8 model in `files` (the float model quantized in different ways) as each
     (rounding, corrected) pair in `wanted` asks, from one run of the float model over
     `feeds`: rounding "nearest" (as it is) or "gptq"; corrected: its biases moved by the
-    fast correction. Returns the bytes by (file name, rounding, corrected), and a report."""
+    fast correction. Returns the bytes by (file name, rounding, corrected), and a report
+    whose "candidates" holds what was done to each, by the same key."""
     started = time.perf_counter()
     plans = {name: _plans(float_bytes, content, correctable_layers(float_bytes, content), threads)
              for name, content in files.items()}
     if not any(plans.values()):
-        return ({(name, *pair): content for name, content in files.items() for pair in wanted},
-                {"layers_corrected": 0, "samples": len(feeds), "method": "fast"})
+        keys = [(name, *pair) for name in files for pair in wanted]
+        return ({key: files[key[0]] for key in keys},
+                {"samples": len(feeds), "method": "fast",
+                 "candidates": {key: {"layers_corrected": 0} for key in keys}})
     from compress.quant import tflite_rounding
     rounding = any(pair[0] == "gptq" for pair in wanted)
     hessians = tflite_rounding.hessians([p for ps in plans.values() for p in ps], len(feeds)) \
         if rounding else {}
     sums, weights = _float_pass(float_bytes, plans, feeds, threads, advance, hessians)
-    report, made, memo, seconds = {"samples": len(feeds)}, {}, {}, 0.0
+    report, made, done, memo, seconds = {"samples": len(feeds)}, {}, {}, {}, 0.0
     for name, content in files.items():
-        base = {"nearest": (content, plans[name])}
+        base = {"nearest": (content, plans[name], {})}
         if rounding:
             model = bytearray(content)
             rounded_plans, rounded = tflite_rounding.round_weights(model, plans[name], hessians,
                                                                    weights, memo)
-            base["gptq"] = (bytes(model), rounded_plans)
-            report.update(layers_rounded=rounded.layers_rounded,
-                          weights_changed=rounded.weights_changed)
+            base["gptq"] = (bytes(model), rounded_plans,
+                            {"layers_rounded": rounded.layers_rounded,
+                             "weights_changed": rounded.weights_changed})
             seconds += rounded.seconds
         for pair in wanted:
-            model, layer_plans = bytearray(base[pair[0]][0]), base[pair[0]][1]
+            start, layer_plans, info = base[pair[0]]
+            model, done[(name, *pair)] = bytearray(start), dict(info)
             if pair[1] and layer_plans:
-                report.update(_corrected(model, layer_plans, sums[name], weights))
+                done[(name, *pair)].update(_corrected(model, layer_plans, sums[name], weights))
             made[(name, *pair)] = bytes(model)
+    report["candidates"] = done
     if rounding:
         report["rounding_seconds"] = round(seconds, 3)
     return made, {**report, "seconds": round(time.perf_counter() - started, 3)}

@@ -17,6 +17,8 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from compress.quant.int8_steps import CHECK_FEEDS, spread
+
 
 @dataclass(frozen=True)
 class Int8Settings:
@@ -44,15 +46,15 @@ def write_int8(fp32: Path, target: Path, calibration: list[dict], settings: Int8
                ctx) -> dict:
     """Write `target`; what goes into the artifact's meta."""
     with tempfile.TemporaryDirectory(dir=target.parent, prefix=".int8-") as folder:
-        candidates, meta = make_candidates(fp32, calibration, settings, Path(folder),
-                                           ctx.progress)
-    kept = next(iter(candidates))
+        candidates, report = make_candidates(fp32, calibration, settings, Path(folder),
+                                             ctx.progress)
+    kept, meta = next(iter(candidates)), {}
     if len(candidates) > 1:
         kept, scores = _checked(fp32, candidates, calibration, target.parent)
         meta["check"] = {"kept": label(*kept), "check_feeds": min(CHECK_FEEDS, len(calibration)),
                          "calibration_sqnr_db": {label(*k): v for k, v in scores.items()}}
     target.write_bytes(candidates[kept])
-    meta["ranges"] = kept[0]
+    meta.update(_meta(settings, report, kept), ranges=kept[0])
     if settings.bias_correction == "sequential":
         meta["bias_correction"] = _sequential(fp32, target, calibration, settings, ctx)
     return meta
@@ -61,9 +63,9 @@ def write_int8(fp32: Path, target: Path, calibration: list[dict], settings: Int8
 def make_candidates(fp32: Path, calibration: list[dict], settings: Int8Settings,
                     folder: Path, progress=None) -> tuple[dict[tuple, bytes], dict]:
     """Every candidate's bytes by (ranges, rounding, corrected), the quantizer's files
-    written in `folder`, and the rounding and correction reports: one float pass serves
-    every range estimator's file. `progress`: the run's (its task() shows the pass)."""
-    from compress.quant.int8_steps import spread
+    written in `folder`, and the report of the rounding and correction (what was done to
+    each candidate in its "candidates"): one float pass serves every range estimator's
+    file. `progress`: the run's (its task() shows the pass)."""
     from compress.quant.tflite_fast_bias import variants
     from export.tflite import RANGES, converter_logs_hidden, quantize_int8
     names = list(RANGES) if settings.ranges == "auto" else [settings.ranges]
@@ -80,17 +82,25 @@ def make_candidates(fp32: Path, calibration: list[dict], settings: Int8Settings,
     task = progress.task(f"{what} ({' and '.join(files)} ranges), {len(feeds)} feeds", None) \
         if progress else contextlib.nullcontext(lambda n: None)
     with task as advance:
-        candidates, report = variants(fp32.read_bytes(), contents, feeds, wanted,
-                                      threads=os.cpu_count() or 1, advance=advance)
-    rounded = {k: report.pop(k) for k in ("layers_rounded", "weights_changed",
-                                          "rounding_seconds") if k in report}
-    meta = {"weight_rounding": {"method": settings.weight_rounding, **rounded}}
+        return variants(fp32.read_bytes(), contents, feeds, wanted,
+                        threads=os.cpu_count() or 1, advance=advance)
+
+
+def _meta(settings: Int8Settings, report: dict, kept: tuple) -> dict:
+    """The rounding and correction of the file kept (not of the other candidates)."""
+    if not report:
+        return {"weight_rounding": {"method": settings.weight_rounding}}
+    done = report["candidates"][kept]
+    rounded = ({k: done.get(k, 0) for k in ("layers_rounded", "weights_changed")}
+               if settings.weight_rounding == "gptq" else {})
+    meta = {"weight_rounding": {"method": settings.weight_rounding, **rounded,
+                                **{k: report[k] for k in ("rounding_seconds",) if k in report}}}
     if settings.bias_correction in ("checked", "fast"):
-        meta["bias_correction"] = {**report, "method": settings.bias_correction}
-    return candidates, meta
-
-
-CHECK_FEEDS = 32  # calibration feeds each candidate is run on
+        meta["bias_correction"] = {
+            "method": settings.bias_correction, "samples": report["samples"],
+            "seconds": report.get("seconds"), "layers_corrected": done.get("layers_corrected", 0),
+            **{k: done[k] for k in ("largest_mean_shift",) if k in done}}
+    return meta
 
 
 def _checked(fp32: Path, candidates: dict[tuple, bytes], calibration: list[dict],
@@ -98,7 +108,6 @@ def _checked(fp32: Path, candidates: dict[tuple, bytes], calibration: list[dict]
     """The candidate whose outputs are closest to the float file's (SQNR), and every
     candidate's SQNR, on CHECK_FEEDS of the calibration feeds."""
     from compress.model_run import run_feeds
-    from compress.quant.int8_steps import spread
     from runtimes.metrics import feed_fidelity
     feeds = spread(calibration, CHECK_FEEDS)
     reference, scores = run_feeds(fp32, None, feeds), {}
@@ -113,7 +122,6 @@ def _checked(fp32: Path, candidates: dict[tuple, bytes], calibration: list[dict]
 def _sequential(fp32: Path, target: Path, calibration: list[dict], settings: Int8Settings,
                 ctx) -> dict:
     """The sequential correction (layer by layer with the int8 model) of the kept file."""
-    from compress.quant.int8_steps import spread
     from compress.quant.tflite_bias_correction import correct_biases
     feeds = spread(calibration, settings.samples)
     with ctx.progress.task(f"bias correction (sequential, {len(feeds)} feeds)", None) as advance:

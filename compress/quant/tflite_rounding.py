@@ -36,18 +36,14 @@ def _geometry(plan) -> Geometry:
     """How hessian.patches turns the layer's NCHW input into rows."""
     if plan.fully_connected:
         return Geometry(groups=1)
-    taps, after = plan.taps, []
-    for axis in (0, 1):  # what TFLite's SAME padding puts after the input, or none (VALID)
-        total = ((taps.out[axis] - 1) * taps.stride[axis]
-                 + (taps.kernel[axis] - 1) * taps.dilation[axis] + 1 - plan.input_shape[axis])
-        after.append(max(total, 0) - taps.pad[axis])
-    return Geometry(_groups(plan), taps.kernel, taps.stride, (*taps.pad, *after), taps.dilation)
+    taps = plan.taps
+    return Geometry(_groups(plan), taps.kernel, taps.stride, (*taps.pad, *taps.pad_after),
+                    taps.dilation)
 
 
 def _groups(plan) -> int:
+    """A conv's groups (depthwise: one per input channel)."""
     channels = plan.input_shape[2]
-    if plan.fully_connected:
-        return 1
     return channels if plan.depthwise else channels // plan.integers.shape[3]
 
 

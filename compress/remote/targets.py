@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from compress.remote.host import RemoteHost, RemoteSpec
 from compress.remote.ssh import SshSettings, parse_address
-from compress.measuring import AUTO, engine_for
-from runtimes import engines as engine_registry
+from compress.measuring import engine_for, required_engine
 
 
 def remote_spec(target, pipeline) -> RemoteSpec:
@@ -37,8 +36,8 @@ def formats_made(pipeline) -> set[str]:
 def _engines_needed(runtime, formats: set[str]) -> tuple[str, ...]:
     """The engines a device must have to measure `formats` for a profile (with `auto`,
     the default engine of each format; the runner probes whatever else is there)."""
-    return tuple(sorted({engine_registry.for_format(fmt)[0].name if name == AUTO else name
-                         for fmt in formats if (name := engine_for(runtime, fmt))}))
+    return tuple(sorted({required_engine(name, fmt) for fmt in formats
+                         if (name := engine_for(runtime, fmt))}))
 
 
 def open_hosts(ctx) -> dict[str, RemoteHost]:

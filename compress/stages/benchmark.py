@@ -269,6 +269,7 @@ def _measure_once(index: int, job: Job, round_index: int, placed: dict, files: t
 @register(Benchmark, produces_artifacts=False)
 def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
     """`jobs`: what plan_jobs made of the candidates and the pipeline's targets."""
+    jobs = list(jobs)   # an `auto` job becomes its chosen engine's after the first round
     files = write_inputs(ctx, ctx.out_dir)
     metric_info = files[2]
     if metric_info is not None:

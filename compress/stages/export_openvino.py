@@ -59,7 +59,8 @@ def run(artifact, config: ExportOpenVino, ctx) -> list[Output]:
             f"{config.max_error:g} of the largest output) on {check['samples']} feeds from "
             f"{feeds_source}; raise "
             "max_error if this is the INT8 rounding of another engine")
-    precision = artifact.precision if artifact.precision == "int8" else config.weights
+    # an INT8 or FP16 ONNX file stays what it is; an FP32 one's weights are as asked
+    precision = artifact.precision if artifact.precision != "fp32" else config.weights
     return [Output(path, "openvino", precision,
                    {**info, "inference_precision": config.inference_precision or "f32",
                     "parity": check, "parity_inputs": feeds_source})]

@@ -144,7 +144,7 @@ def run(artifact, config: ExportTflite, ctx) -> list[Output]:
         meta = post.quantize_file(fp32, target, config.mode, ctx, {
             "samples": config.samples, "channels_last": config.channels_last,
             "int8": Int8Settings(config.activation_ranges,
-                                 bias_method(config.bias_correction, "tflite"),
+                                 bias_method(config.bias_correction),
                                  config.weight_rounding, config.bias_correction_samples),
             "purpose": "export.tflite in mode int8"})
         fp32.unlink()

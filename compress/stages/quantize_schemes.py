@@ -24,8 +24,8 @@ class QuantizeBase(StageConfig):
         None, description="export preset (export/presets/) whose settings fill the ones this "
         "stage leaves unset; default: the one the targets' profiles name (export.preset); "
         "'none' for none")
-    def bias_method(self, fmt: str) -> Optional[str]:
-        """The bias correction run on a model of format `fmt` (see schemes.bias_method)."""
+    def bias_method(self) -> Optional[str]:
+        """The bias correction run (see schemes.bias_method)."""
         return None
 
     def required_data(self) -> tuple[str, ...]:
@@ -159,7 +159,8 @@ class Int8Static(_Int8):
     # sequential one lowered YOLOv8n (29.4 -> 26.8 dB) and the orientation classifier and
     # took 6-16x longer. On full-int8 TFLite the fast correction (tflite_fast_bias.py)
     # gave EfficientNet-Lite0 the sequential one's top-1 (0.962) with an export of 27.9 s
-    # instead of 138 s, and CREPE 24.9 dB where the sequential one gave 25.5.
+    # instead of 138 s, and CREPE 24.9 dB where the sequential one gave 25.5 (the default
+    # since adds GPTQ rounding and a second range estimator: 0.971, 18.6 s; docs/tflite.md).
     bias_correction: Optional[Union[bool, Literal["fast", "sequential"]]] = Field(
         None, description="undo the output mean shift quantization adds to every Conv/Gemm. "
         "Default (unset): the fast correction (one float pass), kept only where it raises "
@@ -178,9 +179,9 @@ class Int8Static(_Int8):
         "against the layer's inputs on the calibration feeds (same scales, same speed), or "
         "nearest (quantize_static's)")
 
-    def bias_method(self, fmt: str) -> Optional[str]:
+    def bias_method(self) -> Optional[str]:
         from compress.quant.schemes import bias_method
-        return bias_method(self.bias_correction, fmt)
+        return bias_method(self.bias_correction)
 
     def required_data(self) -> tuple[str, ...]:
         return ("calibration",) + super().required_data()

@@ -23,14 +23,20 @@ import compress  # noqa: E402
 from compress.checks import resolve_inputs  # noqa: E402
 from compress.data import load_dataset  # noqa: E402
 from compress.model_run import run_feeds  # noqa: E402
+from compress.quant.schemes import bias_method  # noqa: E402
 from compress.quant.tflite_int8 import Int8Settings, label, make_candidates  # noqa: E402
+from compress.stages.export_tflite import ExportTflite  # noqa: E402
 from runtimes.metrics import feed_fidelity  # noqa: E402
 
 
 def candidates(fp32: Path, calibration: list[dict], folder: Path) -> dict[str, bytes]:
     """Every candidate of the default settings, made as the stage makes them."""
-    made, _ = make_candidates(fp32, calibration, Int8Settings("auto", "checked", "gptq", 64),
-                              folder)
+    fields = ExportTflite.model_fields   # the stage's defaults
+    settings = Int8Settings(fields["activation_ranges"].default,
+                            bias_method(fields["bias_correction"].default),
+                            fields["weight_rounding"].default,
+                            fields["bias_correction_samples"].default)
+    made, _ = make_candidates(fp32, calibration, settings, folder)
     return {label(*key): content for key, content in made.items()}
 
 

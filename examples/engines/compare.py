@@ -32,6 +32,7 @@ sys.path.insert(0, str(HERE.parent / "anchors"))
 from run import OUT, conformance  # noqa: E402  (the anchors' run.py, before anchors' path)
 from anchors import REPO, chosen  # noqa: E402
 
+import compress  # noqa: E402
 from compress.checks import resolve_inputs  # noqa: E402
 from compress.data import load_dataset  # noqa: E402
 from compress.model_run import run_feeds  # noqa: E402
@@ -44,8 +45,10 @@ def _files(anchor) -> list[tuple[str, Path]]:
     entry = anchor.corpus
     folder = OUT / conformance.slug(entry.name)
     fp32 = folder / "01-fp32" / "model.onnx" if entry.fp32 == "fp32" else Path(entry.model()["onnx"])
-    int8 = next(p for p in sorted(folder.glob("*int8*/model.onnx")))
-    found = [("FP32", fp32), ("INT8, this pipeline", int8),
+    if not fp32.is_file():
+        raise SystemExit(f"{fp32} is missing: run `make anchors` first")
+    found = [("FP32", fp32),
+             *[("INT8, this pipeline", path) for path in sorted(folder.glob("*int8*/model.onnx"))],
              ("INT8, by hand", folder / "by_hand.onnx"), ("INT8, NNCF", folder / "nncf.onnx"),
              *[(f"TFLite {mode.upper()}", path) for mode in ("fp32", "int8")
                for path in folder.glob(f"*-tflite-{mode}/model.tflite")]]
@@ -108,7 +111,7 @@ def compare(anchor, args) -> list[str]:
     entry = anchor.corpus
     files = _files(anchor)
     variants = _variants(files)
-    pipeline = __import__("compress").pipeline(
+    pipeline = compress.pipeline(
         name="engines", output="/tmp/engines", model={"onnx": str(files[0][1])},
         data=entry.data(), stages=[{"type": "quantize", "scheme": "fp16"}])
     resolved = resolve_inputs(pipeline)

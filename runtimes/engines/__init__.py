@@ -59,6 +59,11 @@ class Engine:
 _REGISTRY: dict[str, Engine] = {}
 
 
+def option_text(value) -> str:
+    """A setting's value as a runner flag's text (booleans as 0/1)."""
+    return str(int(value)) if isinstance(value, bool) else str(value)
+
+
 def register(engine: Engine) -> Engine:
     if engine.name in _REGISTRY:
         raise ValueError(f"engine {engine.name!r} is registered twice")
@@ -124,7 +129,7 @@ def chosen(path: str, name: str | None) -> Engine:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Every engine's runner flags, a group each."""
     for engine in _REGISTRY.values():
-        engine.add_arguments(parser.add_argument_group(f"{engine.name}"))
+        engine.add_arguments(parser.add_argument_group(engine.name))
 
 
 def settings_from(args: argparse.Namespace, threads: int | None) -> Settings:

@@ -4,8 +4,7 @@ delegate library or LiteRT's GPU accelerator (`Settings.delegate`, "gpu") and th
 delegate's options (`Settings.delegate_options`)."""
 from __future__ import annotations
 
-from runtimes.engines import Engine, Settings, register
-from runtimes.engines.ort import option_text
+from runtimes.engines import Engine, Settings, option_text, register
 from runtimes.errors import RuntimeInputError
 
 

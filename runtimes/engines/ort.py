@@ -2,7 +2,7 @@
 (`Settings.providers`, in priority order; the CPU provider takes what they leave)."""
 from __future__ import annotations
 
-from runtimes.engines import Engine, Settings, register
+from runtimes.engines import Engine, Settings, option_text, register
 from runtimes.errors import RuntimeInputError
 
 
@@ -15,11 +15,6 @@ def _open(path: str, settings: Settings):
 def _placement(path: str, settings: Settings, described: dict) -> dict:
     from runtimes.placement import onnx_placement
     return onnx_placement(path, list(settings.providers), threads=settings.threads)
-
-
-def option_text(value) -> str:
-    """A setting's value as a runner flag's text (booleans as 0/1)."""
-    return str(int(value)) if isinstance(value, bool) else str(value)
 
 
 def _flags(settings: Settings) -> list[str]:

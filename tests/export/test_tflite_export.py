@@ -55,7 +55,9 @@ def test_int8_keeps_the_candidate_closest_to_the_float_model(exported):
                                     for v in ("", "+bias", "+gptq", "+gptq+bias"))
     assert meta["check"]["kept"] == max(scores, key=scores.get)
     assert meta["ranges"] == meta["check"]["kept"].split("+")[0]
-    assert meta["weight_rounding"]["layers_rounded"] == 4
+    kept = meta["check"]["kept"]   # the rounding done to the file kept, not another candidate
+    assert meta["weight_rounding"]["layers_rounded"] == (4 if "+gptq" in kept else 0)
+    assert (meta["bias_correction"]["layers_corrected"] > 0) == ("+bias" in kept)
 
 
 def test_io_must_fit_the_mode():
