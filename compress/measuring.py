@@ -34,6 +34,21 @@ def engine_for(runtime, fmt: str) -> str | None:
     return next((name for name in runtime.engines if name in runs), None)
 
 
+def baseline_engines(runtime, fmt: str) -> tuple[str | None, tuple[str, ...]]:
+    """The engines that measure the FP32 baseline of format `fmt` for a profile: the one
+    whose record is the target's baseline (with AUTO the format's default engine, never a
+    probe's choice, so the reference is the same on every machine), and the others it is
+    also measured on so that each engine's variants have an FP32 run on that engine to
+    be compared with (every engine that runs `fmt`: the listed ones, or with AUTO all)."""
+    runs = [engine.name for engine in engines.for_format(fmt)]
+    primary = engine_for(runtime, fmt)
+    if primary is None:
+        return None, ()
+    primary = required_engine(primary, fmt)
+    others = runs if runtime.auto else [name for name in runtime.engines if name in runs]
+    return primary, tuple(name for name in others if name != primary)
+
+
 def settings_of(runtime, threads: int, precision: str | None = None) -> engines.Settings:
     """The engine settings a profile's `runtime` asks for (every engine's: each reads its
     own), with `threads` and an artifact's inference `precision` where it names one."""

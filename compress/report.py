@@ -5,29 +5,10 @@ from pathlib import Path
 
 from compress.artifacts import write_json_atomic
 from compress.model_table import format_count
+from compress.report_gains import engine_baseline_table, gains, speedup_text
 
 _BUDGET_UNITS = {"latency_p90_ms": "ms", "peak_memory_mb": "MB", "model_size_mb": "MB",
                  "energy_mj": "mJ", "accuracy_drop": ""}
-
-
-def _gains(benchmarks: list[dict]) -> list[dict]:
-    """Ratios against the FP32 baseline measured in the same run on the same target, with
-    the same engine where there is one (TFLite int8 against TFLite fp32)."""
-    baselines = [b for b in benchmarks if b["baseline"]]
-    gains = []
-    for bench in benchmarks:
-        same_target = [b for b in baselines if b["target"] == bench["target"]]
-        base = next((b for b in same_target if b["format"] == bench["format"]),
-                    same_target[0] if same_target else None)
-        if base is None or bench["baseline"]:
-            continue
-        gains.append({
-            "artifact": bench["artifact"], "target": bench["target"], "baseline": base["artifact"],
-            "speedup_p50": base["latency_ms"]["p50"] / bench["latency_ms"]["p50"],
-            "size_ratio": bench["size_bytes"] / base["size_bytes"],
-            "peak_memory_ratio": bench["peak_memory_mb"] / base["peak_memory_mb"],
-        })
-    return gains
 
 
 def _fits(verdicts, benchmarks: list[dict]) -> list[dict]:
@@ -53,8 +34,9 @@ def _fits(verdicts, benchmarks: list[dict]) -> list[dict]:
 
 def build_report(pipeline, manifest: dict, artifacts, benchmarks, verdicts, models, *,
                  gated: set, passed: bool, strict: bool, skipped: list[dict] = (),
-                 cleanup_warnings: list[str] = ()) -> dict:
-    """`skipped`: artifact x target pairs not measured, with the reason."""
+                 cleanup_warnings: list[str] = (), engine_baselines: list[dict] = ()) -> dict:
+    """`skipped`: artifact x target pairs not measured, with the reason;
+    `engine_baselines`: the baselines' runs on the targets' other engines."""
     fits = _fits(verdicts, benchmarks) + [
         {"artifact": s["artifact"], "target": s["target"], "baseline": s.get("baseline", False),
          "fits": ("unknown, unmeasured: " if s.get("unmeasured") else "not measured: ")
@@ -65,7 +47,8 @@ def build_report(pipeline, manifest: dict, artifacts, benchmarks, verdicts, mode
         "artifacts": [a.to_dict() for a in artifacts],
         "models": models,
         "benchmarks": benchmarks,
-        "gains": _gains(benchmarks),
+        "engine_baselines": list(engine_baselines),
+        "gains": gains(benchmarks, engine_baselines),
         "verdicts": [v.to_dict() for v in verdicts],
         "fits": fits,
         "gated_targets": sorted(gated),
@@ -111,33 +94,35 @@ def _model_table(report: dict) -> list[str]:
 
 
 def _benchmark_table(report: dict) -> list[str]:
-    gains = {(g["artifact"], g["target"]): g for g in report["gains"]}
-    lines = ["| target | artifact | p50 ms | p90 ms | p99 ms | mean ± std ms | per s | "
+    by_pair = {(g["artifact"], g["target"]): g for g in report["gains"]}
+    lines = ["| target | artifact | engine | p50 ms | p90 ms | p99 ms | mean ± std ms | per s | "
              "peak MB (model) | metric | drop vs the source | energy mJ | speed-up p50 | size ratio |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+             "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|"]
     for b in report["benchmarks"]:
         lat, m = b["latency_ms"], b["metric"]
-        g = gains.get((b["artifact"], b["target"]))
+        g = by_pair.get((b["artifact"], b["target"]))
         name = b["artifact"] + (" (baseline)" if b["baseline"] else "")
         metric = f"{m['name']} {m['value']:.4f}" if m else "—"
         broken = ((m or {}).get("details") or {}).get("non_finite_values")
         metric += f" (**{broken} NaN/inf values**)" if broken else ""
         energy = _fmt(b["energy_mj"]) if b["energy_mj"] is not None else "unmeasured"
         lines.append(
-            f"| {b['target']} | {name} | {lat['p50']:.3f} | {lat['p90']:.3f} | {lat['p99']:.3f} | "
+            f"| {b['target']} | {name} | {b['engine']} | {lat['p50']:.3f} | {lat['p90']:.3f} | {lat['p99']:.3f} | "
             f"{lat['mean']:.3f} ± {lat['std']:.3f} | {_fmt(b['throughput_per_s'], 1)} | "
             f"{b['peak_memory_mb']:.1f} ({b['model_memory_mb']:.1f}) | {metric} | "
             f"{_fmt(m['drop'], 4) if m else '—'} | {energy} | "
-            f"{(_fmt(g['speedup_p50']) + 'x vs ' + g['baseline']) if g else '—'} | "
+            f"{speedup_text(g)} | "
             f"{_fmt(g['size_ratio'], 3) if g else '—'} |")
-    return lines + _baseline_note(report)
+    return lines + _baseline_note(report) + ["", *engine_baseline_table(report)]
 
 
 def _baseline_note(report: dict) -> list[str]:
     """What the drops and speed-ups are measured against."""
     metric = next((b["metric"] for b in report["benchmarks"] if b["metric"]), None)
-    lines = ["", "Speed-ups and size ratios are against the baseline named beside them: the "
-             "model as given, in the same format, measured on the same target in this run."]
+    lines = ["", "Speed-ups are against the baselines named beside them, the model as given "
+             "measured on the same target in this run: first on onnxruntime (or, on a target "
+             "without it, in the variant's format), then on the variant's own engine where that "
+             "differs. Size ratios are against the baseline on the variant's engine."]
     if metric:
         lines.append(f"Drops are against the source model as given: its {metric['name']} is "
                      f"{metric['baseline']:.4f} on the same evaluation data.")

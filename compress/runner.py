@@ -174,10 +174,12 @@ def _with_baselines(baselines: list[Artifact], picked: list[Artifact]) -> list[t
     return [(a, True) for a in baselines] + [(a, False) for a in picked if a not in baselines]
 
 
-def _benchmark(ctx: RunContext, bench_stage, candidates) -> tuple[list[dict], list[dict]]:
-    """The measurements, and the artifact x target pairs a profile's engines leave out."""
+def _benchmark(ctx: RunContext, bench_stage, candidates) -> tuple[list[dict], list[dict],
+                                                                   list[dict]]:
+    """The measurements, the artifact x target pairs a profile's engines leave out, and
+    the baselines' comparison runs on the targets' other engines."""
     if bench_stage is None or not ctx.targets:
-        return [], []
+        return [], [], []
     local_cores = os.cpu_count() or 1
     cores = {name: ctx.hosts[name].facts["cores"] if name in ctx.hosts else local_cores
              for name, _ in ctx.targets}
@@ -196,15 +198,17 @@ def _benchmark(ctx: RunContext, bench_stage, candidates) -> tuple[list[dict], li
         bench_dir.abort()
         ctx.out_dir = None
         ctx.cleanup_warnings += close_hosts(ctx.hosts)
+    comparisons = [b for b in benchmarks if b["comparison"]]
+    benchmarks = [b for b in benchmarks if not b["comparison"]]
     # An accelerator not on the measuring machine: no numbers, an honest 'unmeasured'.
     skipped += [{"artifact": b["artifact"], "target": b["target"], "reason": b["unmeasured"],
                  "unmeasured": True, "baseline": b["baseline"]}
                 for b in benchmarks if "unmeasured" in b]
     benchmarks = [b for b in benchmarks if "unmeasured" not in b]
-    for bench in benchmarks:  # with the clean-up time, known only now
-        if bench["remote"]:
+    for bench in benchmarks + comparisons:  # with the clean-up time, known only now
+        if bench.get("remote"):
             bench["remote"].update(ctx.hosts[bench["target"]].times.to_dict())
-    return benchmarks, skipped
+    return benchmarks, skipped, comparisons
 
 
 def _verdicts(benchmarks: list[dict], skipped: list[dict], artifacts, ctx: RunContext) -> list:
@@ -231,21 +235,22 @@ def _passed(verdicts, strict: bool) -> bool:
     return all(v.status in ok for v in verdicts)
 
 
-def _produce(ctx: RunContext, force: bool) -> tuple[list, list, list]:
-    """Stages, baselines and benchmark: (artifacts, benchmarks, skipped pairs)."""
+def _produce(ctx: RunContext, force: bool) -> tuple[list, list, list, list]:
+    """Stages, baselines and benchmark: (artifacts, benchmarks, skipped pairs, the
+    baselines' runs on other engines)."""
     artifacts, consumed, bench_stage, by_key = _run_stages(ctx, force)
     chosen = bench_stage[1].artifacts if bench_stage else None
     picked = _candidates(artifacts, consumed, chosen)
     baselines = _baselines(ctx, picked, by_key, force) if bench_stage else []
     # after the source, which they stand for: the stages' own artifacts stay last
     artifacts[1:1] = [b for b in baselines if b not in artifacts]
-    benchmarks, skipped = _benchmark(ctx, bench_stage, _with_baselines(baselines, picked))
-    return artifacts, benchmarks, skipped
+    measured = _benchmark(ctx, bench_stage, _with_baselines(baselines, picked))
+    return (artifacts, *measured)
 
 
 def _report(ctx: RunContext, produced: tuple, gated: set, strict: bool,
             config_text: str | None) -> Result:
-    artifacts, benchmarks, skipped = produced
+    artifacts, benchmarks, skipped, comparisons = produced
     pipeline = ctx.pipeline
     models = model_rows(ctx, artifacts, benchmarks)
     verdicts = _verdicts(benchmarks, skipped, artifacts, ctx)
@@ -255,6 +260,7 @@ def _report(ctx: RunContext, produced: tuple, gated: set, strict: bool,
                               artifacts[0].sha256, ctx.targets)
     report = build_report(pipeline, manifest, artifacts, benchmarks, verdicts, models,
                           gated=gated, passed=passed, strict=strict, skipped=skipped,
+                          engine_baselines=comparisons,
                           cleanup_warnings=ctx.cleanup_warnings)
     write_reports(ctx.run_dir, report)
     return Result(ctx.run_dir, artifacts, benchmarks, verdicts, passed, report)

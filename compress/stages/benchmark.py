@@ -19,7 +19,7 @@ from pydantic import (Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, Po
 
 from compress.artifacts import artifact_files
 from compress.bench_inputs import custom_score, outputs_path, write_inputs
-from compress.measuring import (AUTO, Unavailable, engine_flags, engine_for,
+from compress.measuring import (AUTO, Unavailable, baseline_engines, engine_flags, engine_for,
                                 measure_in_subprocess, needed_engines, reports_placement,
                                 settings_of)
 from compress.stagebase import StageConfig, register
@@ -62,6 +62,8 @@ class Job:
     settings: engines.Settings
     device_flags: tuple[str, ...] = ()   # power meter, CPU pinning: from the profile
     python: Optional[str] = None         # another local Python for the runner (the target's)
+    comparison: bool = False             # a baseline on another of the target's engines: only
+    #                                      for that engine's speed-ups, never judged
 
     @property
     def threads(self) -> int:
@@ -86,13 +88,15 @@ def device_flags(profile) -> tuple[str, ...]:
 def plan_jobs(candidates, targets, cores: dict[str, int],
               pythons: dict[str, str] | None = None) -> tuple[list[Job], list[dict]]:
     """Which artifact runs for which target, and the pairs left out with the reason: a
-    profile measures only the formats its `runtime.engines` run (rpi4: TFLite only).
-    `cores`: how many cores the machine measuring each target has."""
+    profile measures only the formats its `runtime.engines` run (rpi4: TFLite only). A
+    baseline is measured with the target's engine for its format and, as a comparison,
+    on its other engines that run it. `cores`: how many cores measure each target."""
     jobs, skipped = [], []
     for artifact, is_baseline in candidates:
         for target, profile in targets:
             runtime = profile.runtime
-            engine = engine_for(runtime, artifact.format)
+            primary, others = baseline_engines(runtime, artifact.format)
+            engine = engine_for(runtime, artifact.format) if not is_baseline else primary
             if engine is None:
                 skipped.append({"artifact": artifact.id, "target": target, "reason":
                                 f"{target} runs {runtime.listed()} only (runtime.engines in its "
@@ -102,8 +106,10 @@ def plan_jobs(candidates, targets, cores: dict[str, int],
             usable = min(cores[target], len(runtime.cpu_affinity or ()) or cores[target])
             settings = settings_of(runtime, min(runtime.threads or usable, usable),
                                    artifact.meta.get("inference_precision"))
-            jobs.append(Job(artifact, is_baseline, target, engine, settings,
-                            device_flags(profile), (pythons or {}).get(target)))
+            job = Job(artifact, is_baseline, target, engine, settings, device_flags(profile),
+                      (pythons or {}).get(target))
+            jobs += [job] + [dataclasses.replace(job, engine=other, comparison=True)
+                             for other in (others if is_baseline else ())]
     return jobs, skipped
 
 
@@ -188,7 +194,7 @@ def _record(result: dict, job: Job, metric_info, host=None) -> dict:
                   "drop": metric_info["drop"](metric_info["baseline"], value)}
     return {
         "artifact": artifact.id, "format": artifact.format, "target": target,
-        "baseline": is_baseline,
+        "baseline": is_baseline, "comparison": job.comparison,
         "engine": result["runtime"]["engine"], "engine_choice": result.get("engine_choice"),
         "runtime": result["runtime"], "measured_on": measured_on,
         "latency_ms": result["latency_ms"], "throughput_per_s": result["throughput_per_s"],
@@ -219,7 +225,8 @@ def _stage_on_hosts(jobs: list[Job], ctx, inputs, evaluation) -> dict:
         files = {part: f"models/{jobs[i].artifact.id}/{part.name}" for i in indices
                  for part in artifact_files(ctx.path(jobs[i].artifact))}
         files.update({path: f"inputs/{path.name}" for path in (inputs, evaluation) if path})
-        engines = needed_engines(jobs[i] for i in indices)
+        # a comparison engine missing there only leaves that comparison unmeasured
+        engines = needed_engines(jobs[i] for i in indices if not jobs[i].comparison)
         with ctx.progress.task(f"copy {len(indices)} models to {name} "
                                f"({host.spec.ssh.address})", None):
             host.stage(list(files.items()), engines)
@@ -245,8 +252,10 @@ def _measure_once(index: int, job: Job, round_index: int, placed: dict, files: t
     host, model, batch, evaluate = placed.get(index, (None, ctx.path(artifact), inputs,
                                                       evaluation))
     outputs = outputs_path(host, ctx.out_dir, index)
+    # a comparison is timed only: the metric and placement are the baseline record's
+    first = round_index == 0 and not job.comparison
     args = _runner_args(model, batch, evaluate, job, config, metric_info,
-                        artifact.meta.get("channels_last", False), round_index == 0, outputs)
+                        artifact.meta.get("channels_last", False), first, outputs)
     cmd = (host.runner_command(args, config.timeout_s) if host else
            [job.python or sys.executable, "-m", "runtimes", "bench", *args])
     label = (f"benchmark {artifact.id} on {job.target} ({job.threads} threads, round "
@@ -256,7 +265,7 @@ def _measure_once(index: int, job: Job, round_index: int, placed: dict, files: t
         result = measure_in_subprocess(cmd, config.timeout_s, advance, host)
     # The runner's whole wall time, start-up and (over SSH) the round trip included.
     result["wall_s"] = time.perf_counter() - started
-    if round_index == 0 and evaluate and metric_info and metric_info["custom"]:
+    if first and evaluate and metric_info and metric_info["custom"]:
         fidelity = (result.get("metric") or {}).get("details") or {}
         result["metric"] = custom_score(ctx, host, outputs)
         result["metric"]["details"] = {**fidelity, **result["metric"]["details"]}
@@ -291,7 +300,7 @@ def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
                 unmeasured[index] = str(exc)
                 ctx.progress.note(f"{job.artifact.id} on {job.target}: unmeasured: {exc}")
     return [{"artifact": job.artifact.id, "target": job.target, "baseline": job.is_baseline,
-             "unmeasured": unmeasured[index]}
+             "comparison": job.comparison, "engine": job.engine, "unmeasured": unmeasured[index]}
             if index in unmeasured else
             _record(pool_rounds(rounds[index]), job, metric_info, ctx.hosts.get(job.target))
             for index, job in enumerate(jobs)]

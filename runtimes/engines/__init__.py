@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Callable
 
-from runtimes.errors import RuntimeInputError
+from runtimes.errors import ProviderUnavailable, RuntimeInputError
 
 
 @dataclass(frozen=True)
@@ -84,6 +84,12 @@ def get(name: str) -> Engine:
                                 f"{', '.join(_REGISTRY)}") from None
 
 
+def reference() -> str:
+    """The engine every speed-up is also quoted against: the first registered
+    (onnxruntime), what a user runs an exported model with when nothing chose for them."""
+    return next(iter(_REGISTRY))
+
+
 def for_path(path: str) -> tuple[Engine, ...]:
     """The engines that open `path`, by its suffix, the default first."""
     suffix = os.path.splitext(path)[1].lower()
@@ -123,6 +129,8 @@ def chosen(path: str, name: str | None) -> Engine:
     if engine not in for_path(path):
         raise RuntimeInputError(f"engine {name} does not open '{path}': it opens "
                                 f"{', '.join(engine.suffixes)} files")
+    if not installed(engine):  # exit 3: nothing to measure with here, never another engine
+        raise ProviderUnavailable(f"{name} is not installed here (pip install {engine.pip})")
     return engine
 
 

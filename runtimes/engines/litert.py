@@ -75,7 +75,9 @@ def _preload() -> None:
 
 ENGINE = register(Engine(
     name="litert", suffixes=(".tflite",), formats=("tflite",),
-    modules=("ai_edge_litert", "tflite_runtime"), pip="ai-edge-litert", open=_open,
+    # tensorflow's tf.lite is the last fallback (litert_session.interpreter_module)
+    modules=("ai_edge_litert", "tflite_runtime", "tensorflow"), pip="ai-edge-litert",
+    open=_open,
     placement=_placement, flags=_flags, add_arguments=_add_arguments,
     settings_from=_settings,
     # XNNPACK is a delegate too: where each op ran is worth reporting

@@ -69,8 +69,25 @@ def test_a_profile_with_engines_auto_measures_each_file_with_the_engine_its_prob
         model={"onnx": str(quickstart_onnx)}, data=_digits(),
         stages=[{"type": "quantize", "scheme": "int8-static"}, {**FAST, "rounds": 2}]),
         quiet=True)
-    for bench in result.benchmarks:
-        choice = bench["engine_choice"]
-        assert {p["engine"] for p in choice["probes"]} == {"onnxruntime", "openvino"}
-        assert bench["engine"] == choice["chosen"] == bench["runtime"]["engine"]
+    base, int8 = result.benchmarks
+    # the baseline on onnxruntime, not a probe's choice: the reference is the same everywhere
+    assert base["baseline"] and base["engine"] == "onnxruntime" and not base["engine_choice"]
+    choice = int8["engine_choice"]
+    assert {p["engine"] for p in choice["probes"]} == {"onnxruntime", "openvino"}
+    assert int8["engine"] == choice["chosen"] == int8["runtime"]["engine"]
+    for bench in (base, int8):
         assert bench["runs"] == 6 and bench["metric"]["value"] > 0.9   # both rounds pooled
+    # ... and, timed only, on the other engine that runs it
+    [other] = result.report["engine_baselines"]
+    assert (other["artifact"], other["engine"], other["runs"]) == ("00-source", "openvino", 6)
+    assert other["comparison"] and other["metric"] is None
+    [gain] = result.report["gains"]
+    base_on = {"onnxruntime": base, "openvino": other}
+    assert (gain["baseline"], gain["engine"]) == ("00-source", "onnxruntime")
+    same = gain["same_engine"]
+    assert same["engine"] == int8["engine"]
+    assert same["speedup_p50"] == pytest.approx(
+        base_on[int8["engine"]]["latency_ms"]["p50"] / int8["latency_ms"]["p50"])
+    report_md = (result.run_dir / "report.md").read_text()
+    assert "FP32 baselines on each engine of a target" in report_md
+    assert "| board | 00-source | openvino |" in report_md

@@ -63,10 +63,14 @@ def test_pipeline_measures_on_the_ssh_target_and_cleans_up(project, sshd, workdi
         remote = bench["remote"]
         assert remote["host"] == sshd.address
         assert remote["copied_bytes"] > 0 and remote["connect_s"] > 0
-        assert remote["runs"] == 4  # 2 artifacts x 2 rounds on this host
+        # 2 artifacts and the baseline's run on OpenVINO (a comparison), 2 rounds each
+        assert remote["runs"] == 6
         assert bench["runs"] == 12 and bench["latency_ms"]["p50"] > 0
         assert bench["metric"]["value"] > 0.9
         assert bench["torch_loaded"] is False
+    [other] = report["engine_baselines"]
+    assert (other["engine"], other["remote"]["host"], other["runs"]) == (
+        "openvino", sshd.address, 12)
     # the device keeps nothing: the temporary directory is gone
     assert list(workdir.iterdir()) == []
     text = (project / "runs" / "t" / "report.md").read_text()

@@ -59,7 +59,7 @@ def test_a_profile_delegate_and_its_options_reach_the_runner(tmp_path):
     targets = [("litert-gpu", load_profile(str(path)))]
     candidates = [(_artifact("onnx", "onnx"), True), (_artifact("tflite", "tflite"), False)]
     jobs, _ = plan_jobs(candidates, targets, {"litert-gpu": 2})
-    onnx, tflite = sorted(jobs, key=lambda j: j.artifact.id)
+    onnx, tflite = sorted((j for j in jobs if not j.comparison), key=lambda j: j.artifact.id)
     onnx_args = _runner_args("m.onnx", None, None, onnx, Benchmark(type="benchmark"), None)
     assert "--delegate" not in onnx_args and "--delegate-option" not in onnx_args  # LiteRT's
     args = _runner_args("m.tflite", None, None, tflite, Benchmark(type="benchmark"), None)
@@ -80,7 +80,9 @@ def test_the_first_listed_engine_that_runs_a_format_measures_it(tmp_path):
     candidates = [(_artifact("onnx", "onnx"), True), (_artifact("tflite", "tflite"), False)]
     jobs, skipped = plan_jobs(candidates, _profile(tmp_path, "[openvino, onnxruntime]"),
                               {"board": 2})
-    assert [(j.artifact.id, j.engine) for j in jobs] == [("onnx", "openvino")]
+    # the baseline on the first listed engine, and on onnxruntime for comparison
+    assert [(j.artifact.id, j.engine, j.comparison) for j in jobs] == [
+        ("onnx", "openvino", False), ("onnx", "onnxruntime", True)]
     assert skipped[0]["reason"].endswith("(runtime.engines in its profile): no tflite files")
     args = _runner_args("m.onnx", None, None, jobs[0], Benchmark(type="benchmark"), None)
     assert args[args.index("--engine") + 1] == "openvino" and "--precision" not in args
@@ -92,8 +94,13 @@ def test_engines_auto_lets_the_runner_choose_and_an_artifact_names_its_precision
     candidates = [(_artifact("onnx", "onnx"), True), (bf16, False),
                   (_artifact("tflite", "tflite"), False)]
     jobs, skipped = plan_jobs(candidates, _profile(tmp_path, "auto"), {"board": 2})
-    assert not skipped and {j.engine for j in jobs} == {"auto"}
+    # the baseline is measured on every engine that runs it, onnxruntime's run its record;
+    # the variants on the engine the runner's probe chooses
+    assert not skipped and [(j.artifact.id, j.engine, j.comparison) for j in jobs] == [
+        ("onnx", "onnxruntime", False), ("onnx", "openvino", True),
+        ("bf16", "auto", False), ("tflite", "auto", False)]
+    jobs = jobs[2:]
     args = [_runner_args("m.onnx", None, None, job, Benchmark(type="benchmark"), None)
             for job in jobs]
     assert all(a[a.index("--engine") + 1] == "auto" and "--placement" in a for a in args)
-    assert "--precision" not in args[0] and args[1][args[1].index("--precision") + 1] == "bf16"
+    assert args[0][args[0].index("--precision") + 1] == "bf16" and "--precision" not in args[1]

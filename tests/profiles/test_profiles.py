@@ -112,7 +112,7 @@ def test_profiles_pick_their_engines():
     for pi in (rpi4, rpi5):  # LiteRT with XNNPACK and a full-int8 model
         assert pi.runtime.engines == ("litert",) and pi.runtime.xnnpack
         assert pi.export.tflite_mode == "int8" and pi.runtime.delegate is None
-    assert host.runtime.engines == ("onnxruntime", "litert", "openvino")
+    assert host.runtime.auto   # the fastest installed engine per file, measured
 
 
 def test_an_engine_listed_twice_is_an_error(tmp_path):

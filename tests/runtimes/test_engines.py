@@ -4,6 +4,7 @@ int8 layers of a QDQ model running in int8, and the runner's --engine and --engi
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 
 import numpy as np
@@ -46,6 +47,15 @@ def test_each_engines_flags_parse_back_to_its_settings(settings):
     engines.add_arguments(parser)
     flags = [f for e in (engines.get(n) for n in engines.names()) for f in e.flags(settings)]
     assert engines.settings_from(parser.parse_args(flags), settings.threads) == settings
+
+
+def test_an_engine_not_installed_here_is_unavailable_not_bad_input(quickstart_onnx, monkeypatch,
+                                                                   capsys):
+    """Exit 3, so the pipeline says 'unmeasured' for that engine and goes on."""
+    absent = dataclasses.replace(engines.get("openvino"), modules=("no_such_engine_module",))
+    monkeypatch.setitem(engines._REGISTRY, "openvino", absent)
+    assert bench_main([str(quickstart_onnx), "--engine", "openvino", "--runs", "1"]) == 3
+    assert "openvino is not installed here (pip install openvino)" in capsys.readouterr().err
 
 
 openvino = pytest.importorskip("openvino")
