@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-emulated accelerator-envs openvino-env qnn-env gpu-env efficientnet-gpu setup clean efficientnet prune-distill minilm tflite accuracy-aware \
+.PHONY: demo test test-emulated accelerator-envs openvino-env qnn-env gpu-env efficientnet-gpu setup clean efficientnet engines prune-distill minilm tflite accuracy-aware \
 	runner-overhead ssh-loopback conformance memory
 
 setup: $(STAMP)
@@ -25,6 +25,11 @@ demo: $(STAMP) examples/quickstart/digits_cnn.pt
 
 efficientnet: $(STAMP)
 	$(VENV)/bin/compress run examples/efficientnet_lite0/pipeline.yaml
+
+# EfficientNet-Lite0's INT8 variants on host-cpu's fastest engines, and the CPU's GEMM peaks
+engines: $(STAMP)
+	$(VENV)/bin/compress run examples/efficientnet_lite0/engines.yaml
+	$(PY) examples/engines/headline.py runs/efficientnet_lite0_engines
 
 # FP32 / fp16 / INT8 on the CUDA and TensorRT providers, batch 1 and 8 (needs an NVIDIA GPU)
 efficientnet-gpu: $(STAMP) gpu-env
