@@ -55,7 +55,11 @@ def _row(bench: dict, gain: dict | None, macs: float, peaks: dict, precision: st
 
 
 def table(report: dict, target: str, peaks: dict) -> list[str]:
-    macs = next(m["macs"] for m in report["models"] if m["macs"])   # the same network in all
+    macs = next((m["macs"] for m in report["models"] if m["macs"]), None)  # one network in all
+    if macs is None:
+        print("error: the report has no MAC count (it is counted on a torch source; this "
+              "run's source is a model file)", file=sys.stderr)
+        raise SystemExit(2)
     gains = {g["artifact"]: g for g in report["gains"] if g["target"] == target}
     rows = [b for b in report["benchmarks"] + report.get("engine_baselines", [])
             if b["target"] == target and "latency_ms" in b]
