@@ -198,7 +198,10 @@ def _placement_table(report: dict) -> list[str]:
     for b in rows:
         placed = b["placement"]
         fallback = placed.get("fallback")
-        on = "; ".join(f"{name}: {part['nodes']} nodes, {part['flops_share']:.1%} of FLOPs"
+        int8 = placed.get("int8_nodes") or {}   # LiteRT: which kernels ran the int8 ops
+        on = "; ".join(f"{name}: {part['nodes']} nodes"
+                       + (f" ({int8[name]} in int8)" if int8.get(name) else "")
+                       + f", {part['flops_share']:.1%} of FLOPs"
                        for name, part in placed["by_provider"].items()
                        if not fallback or name not in ("CPUExecutionProvider", "builtin"))
         back = ("—" if not fallback else

@@ -103,7 +103,9 @@ def new_interpreter(path: str, threads: int | None = None, xnnpack: bool = True,
     if not os.path.isfile(path):
         raise RuntimeInputError(f"model file not found: {path}")
     module = interpreter_module()
-    kwargs = {"model_path": path, "num_threads": threads or None}
+    # None is one thread in ai-edge-litert (int(num_threads or 1)) but "the runtime's
+    # choice" in older tflite-runtime: said explicitly, the record is true for both
+    kwargs = {"model_path": path, "num_threads": threads or 1}
     if delegate:
         kwargs["experimental_delegates"] = [load_delegate(delegate, module, delegate_options)]
     if not xnnpack:
@@ -114,6 +116,11 @@ def new_interpreter(path: str, threads: int | None = None, xnnpack: bool = True,
         raise load_error(path, exc) from None
 
 
+def _delegate_nodes(interpreter) -> int | None:
+    details = getattr(interpreter, "_get_ops_details", None)   # None: an old tf.lite
+    return None if details is None else sum(op["op_name"] == "DELEGATE" for op in details())
+
+
 class LiteRTSession(Session):
     engine = "litert"
 
@@ -121,11 +128,16 @@ class LiteRTSession(Session):
                  delegate: str | None = None, delegate_options: dict | None = None):
         module, self._interpreter = new_interpreter(path, threads, xnnpack, delegate,
                                                     delegate_options)
+        delegated = _delegate_nodes(self._interpreter)
         try:
             self._interpreter.allocate_tensors()
         except (ValueError, RuntimeError) as exc:
             raise load_error(path, exc) from None
-        self.threads, self.xnnpack, self.delegate = threads, xnnpack, delegate
+        # XNNPACK is applied by allocate_tensors, or silently not at all where it cannot
+        # start (cpuinfo finding no processors): then the built-in kernels were measured
+        after = _delegate_nodes(self._interpreter)
+        self.xnnpack_applied = None if after is None else xnnpack and after > delegated
+        self.threads, self.xnnpack, self.delegate = threads or 1, xnnpack, delegate
         self.delegate_options = dict(delegate_options or {})
         self._module_name = module.__name__
         self._inputs = self._interpreter.get_input_details()
@@ -161,6 +173,7 @@ class LiteRTSession(Session):
 
     def describe(self) -> dict:
         return {"engine": self.engine, "interpreter": self._module_name, "threads": self.threads,
-                "xnnpack": self.xnnpack, "delegate": self.delegate,
+                "xnnpack": self.xnnpack, "xnnpack_applied": self.xnnpack_applied,
+                "delegate": self.delegate,
                 **({"delegate_options": self.delegate_options} if self.delegate_options else {}),
                 "quantized_io": any(is_quantized(d) for d in [*self._inputs, *self._outputs])}

@@ -245,11 +245,15 @@ def _delegated(ops: list[dict], external_until: int, external: str) -> dict[int,
 
 
 def _litert_nodes(interpreter, owner) -> list[dict]:
-    """The model's own nodes (DELEGATE nodes left out), each placed by `owner(index)`."""
-    shapes = {d["index"]: tuple(int(x) for x in d["shape"])
-              for d in interpreter.get_tensor_details()}
+    """The model's own nodes (DELEGATE nodes left out), each placed by `owner(index)`;
+    `int8`: its first input is an 8-bit quantized tensor (it computes in int8)."""
+    details = interpreter.get_tensor_details()
+    shapes = {d["index"]: tuple(int(x) for x in d["shape"]) for d in details}
+    eight_bit = {d["index"] for d in details if np.dtype(d["dtype"]).itemsize == 1
+                 and np.dtype(d["dtype"]).kind in "iu" and d["quantization"][0] != 0}
     return [{"name": f"{op['op_name']}:{op['index']}", "op": op["op_name"],
              "where": owner(op["index"]),
+             "int8": len(op["inputs"]) > 0 and int(op["inputs"][0]) in eight_bit,
              "flops": node_flops(op["op_name"], [shapes.get(int(t)) for t in op["inputs"]],
                                  [shapes.get(int(t)) for t in op["outputs"]])}
             for op in interpreter._get_ops_details() if op["op_name"] != "DELEGATE"]
@@ -278,8 +282,10 @@ def litert_placement(path: str, xnnpack: bool = True, delegate: str | None = Non
     method = ("LiteRT interpreter node list (_get_ops_details): each DELEGATE node replaces "
               "the nodes between its boundary tensors; DELEGATE nodes present before "
               "allocate_tensors belong to the external delegate, later ones to XNNPACK")
+    # whether XNNPACK took the int8 ops (its QS8/QU8 paths), not only the float ones
+    int8 = dict(Counter(node["where"] for node in nodes if node["int8"]))
     return summarise(nodes, "litert", requested, accelerated, method,
-                      partitions=dict(partitions))
+                     partitions=dict(partitions), int8_nodes=int8)
 
 
 def litert_gpu_placement(path: str, threads: int | None = None, options: dict | None = None,
@@ -321,7 +327,8 @@ def describe(result: dict) -> str:
         nodes = (f"{count} partition{'s' * (count != 1)}" if count and where != XNNPACK
                  and result["engine"] == "onnxruntime" else
                  f"{group['nodes']} node{'s' * (group['nodes'] != 1)}")
-        parts.append(f"{_where_label(where)} {nodes}"
+        int8 = (result.get("int8_nodes") or {}).get(where)
+        parts.append(f"{_where_label(where)} {nodes}" + (f", {int8} in int8" if int8 else "")
                      + (f" ({_percent(share)} of FLOPs)" if share is not None else ""))
     fallback = result["fallback"]
     if result.get("fully_accelerated") is False:

@@ -21,8 +21,9 @@ Everything runs as root (debootstrap, chroot, mounts). Programs inside run throu
 binfmt_misc and qemu-aarch64-static with QEMU_CPU=cortex-a72. Each chroot gets a private
 mount namespace (`unshare --mount`) holding /proc, /dev (bound from the host), a tmpfs
 /tmp and a host folder at /run/emulated-pi; they vanish with the last process in it, so
-nothing stays mounted after a crash. /sys is deliberately not mounted: onnxruntime's
-cpuinfo crashes on the host's x86 cache files there.
+nothing stays mounted after a crash. The host's /sys is deliberately not mounted:
+onnxruntime's cpuinfo crashes on the host's x86 cache files there; a tmpfs /sys holds
+only the CPU lists a Pi's kernel has.
 """
 from __future__ import annotations
 
@@ -197,11 +198,20 @@ def _env() -> dict[str, str]:
 
 # In a private mount namespace: /proc, /dev, a tmpfs /tmp, the host folder $2 at
 # MOUNTPOINT; then chroot. All of it goes away with the last process in the namespace.
+# /sys holds only the CPU lists a Pi's kernel gives (/sys/devices/system/cpu/possible,
+# present, online: "0-3" on a Pi 4; here one per host core): without them cpuinfo cannot
+# count the processors, XNNPACK does not start and LiteRT runs its built-in kernels, which
+# a real Pi never does. The host's own /sys is not bound (see the docstring).
 _NAMESPACE_SH = f"""set -e
 R=$1; F=$2; shift 2
 mount -t proc proc "$R/proc" 2>/dev/null || mount --rbind /proc "$R/proc"
 mount --rbind /dev "$R/dev"
 mount -t tmpfs -o mode=1777 tmpfs "$R/tmp"
+mount -t tmpfs -o mode=0755 tmpfs "$R/sys"
+mkdir -p "$R/sys/devices/system/cpu"
+for list in possible present online; do
+    echo "0-$(($(nproc) - 1))" > "$R/sys/devices/system/cpu/$list"
+done
 mkdir -p "$R{MOUNTPOINT}" "$R/run/sshd"
 mount --bind "$F" "$R{MOUNTPOINT}"
 exec chroot "$R" "$@"

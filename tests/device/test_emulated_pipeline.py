@@ -38,6 +38,17 @@ def test_pipeline_measures_on_the_emulated_pi(project, emulated_pi):
         assert bench["torch_loaded"] is False
         assert bench["remote"]["host"] == emulated_pi.address
         assert bench["metric"]["value"] > 0.9
+        # LiteRT's settings hold on arm64: the threads asked for (the profile's 4, capped at
+        # the device's cores), XNNPACK on, and XNNPACK taking every node, the int8 file's
+        # on its int8 paths
+        runtime, placement = bench["runtime"], bench["placement"]
+        assert runtime["threads"] == min(4, bench["measured_on"]["cores"])
+        assert runtime["xnnpack"] and runtime["xnnpack_applied"]
+        assert placement["fallback"]["nodes"] == 0
+        assert placement["by_provider"]["XNNPACK"]["nodes"] == placement["nodes"]
+    int8 = benches[1]["placement"]
+    assert int8["int8_nodes"] == {"XNNPACK": int8["nodes"]}
+    assert benches[0]["placement"]["int8_nodes"] == {}
     device_verdicts = [v for v in report["verdicts"] if v["metric"] != "model_size_mb"]
     assert device_verdicts and all(v["status"] in ("off-target", "unmeasured")
                                    for v in device_verdicts)

@@ -48,6 +48,7 @@ def test_int8_io_is_quantized_with_scale_and_zero_point(held_out):
     with load(str(INT8)) as quantized, load(str(FP32)) as reference:
         info = quantized.describe()
         assert info["quantized_io"] is True and info["xnnpack"] is True
+        assert info["xnnpack_applied"] is True and info["threads"] == 1   # LiteRT's default
         out_q, out_f = _predict(quantized, images[:50]), _predict(reference, images[:50])
     assert out_q.dtype == np.float32  # dequantized for the caller
     agreement = fidelity(out_q, out_f)
@@ -58,6 +59,8 @@ def test_xnnpack_can_be_switched_off(held_out):
     images, _ = held_out
     with load(str(FP32), xnnpack=False) as plain, load(str(FP32)) as delegated:
         assert plain.describe()["xnnpack"] is False
+        assert plain.describe()["xnnpack_applied"] is False
+        assert delegated.describe()["xnnpack_applied"] is True
         np.testing.assert_allclose(_predict(plain, images[:20]), _predict(delegated, images[:20]),
                                    atol=1e-4)
 

@@ -150,6 +150,12 @@ def test_xnnpack_takes_the_whole_digits_cnn(path):
     assert result["fallback"] == {"nodes": 0, "op_types": {}, "flops": 0, "flops_share": 0.0}
     # DW 2*1024*9 + conv 2*2048*144 + conv 2*1024*288 + FC 2*10*64, plus 640 element ops
     assert result["flops_total"] == 18432 + 589824 + 589824 + 1280 + 640
+    # the int8 file's ops run on XNNPACK's int8 paths, not the built-in int8 kernels
+    assert result["int8_nodes"] == ({"XNNPACK": 7} if path == INT8 else {})
+
+
+def test_int8_ops_on_the_builtin_kernels_are_counted_there():
+    assert pl.litert_placement(str(INT8), xnnpack=False)["int8_nodes"] == {"builtin": 7}
 
 
 def test_builtin_kernels_without_xnnpack():
