@@ -91,3 +91,23 @@ def test_a_profile_with_engines_auto_measures_each_file_with_the_engine_its_prob
     report_md = (result.run_dir / "report.md").read_text()
     assert "FP32 baselines on each engine of a target" in report_md
     assert "| board | 00-source | openvino |" in report_md
+
+
+def test_a_model_quantized_by_nncf_is_converted_to_ir_as_it_is(tmp_path):
+    """tests/fixtures/digits_cnn_nncf_int8.onnx: the quickstart CNN quantized by NNCF 3.4
+    (make_nncf_fixture.py), given as the source: its int8 layers stay int8 on OpenVINO."""
+    from tests.conftest import REPO
+    nncf_file = REPO / "tests" / "fixtures" / "digits_cnn_nncf_int8.onnx"
+    result = compress.run(compress.pipeline(
+        name="nncf-ir", output=str(tmp_path / "runs"), targets=["host-cpu"],
+        model={"onnx": str(nncf_file)}, data=_digits(),
+        stages=[{"type": "export.openvino", "name": "ir", "input": "source"}, FAST]),
+        quiet=True)
+    ir = next(a for a in result.artifacts if a.id == "ir")
+    assert (ir.format, ir.precision) == ("openvino", "int8")
+    assert ir.meta["parity"]["samples"] == 16
+    bench = next(b for b in result.benchmarks if b["artifact"] == "ir")
+    assert bench["engine"] == "openvino" and bench["metric"]["value"] > 0.9
+    convs = {where: group["op_types"].get("Convolution", 0)
+             for where, group in bench["placement"]["by_provider"].items()}
+    assert sum(n for where, n in convs.items() if where in ("CPU u8", "CPU i8")) >= 2, convs
