@@ -197,6 +197,9 @@ def _placement_table(report: dict) -> list[str]:
              "| target | artifact | on the accelerator | fell back to the CPU |", "|---|---|---|---|"]
     for b in rows:
         placed = b["placement"]
+        if "error" in placed:
+            lines.append(f"| {b['target']} | {b['artifact']} | {placed['error']} | — |")
+            continue
         fallback = placed.get("fallback")
         int8 = placed.get("int8_nodes") or {}   # LiteRT: which kernels ran the int8 ops
         on = "; ".join(f"{name}: {part['nodes']} nodes"

@@ -224,7 +224,13 @@ def _placement(model: str, engine: engines.Engine, opts: BenchOptions,
     one is closed, so the timing and memory figures never include it."""
     if not opts.placement:
         return {}
-    return {"placement": engine.placement(model, opts.settings, engine_info)}
+    try:
+        return {"placement": engine.placement(model, opts.settings, engine_info)}
+    # any engine's own error type (onnxruntime's Fail is no RuntimeError): the timing
+    # stands, the record says why placement is missing
+    except Exception as exc:  # noqa: BLE001
+        reason = " ".join(str(exc).split())[:300]
+        return {"placement": {"engine": engine.name, "error": f"not reported: {reason}"}}
 
 
 def _accelerator_first(model: str, opts: BenchOptions) -> None:
@@ -284,7 +290,10 @@ def _bench_auto(args, opts: BenchOptions, argv: list[str]) -> int:
           + ", ".join(f"{p['engine']} {p['p50_ms']:.3f} ms" if "p50_ms" in p else
                       f"{p['engine']} unavailable" for p in choice["probes"]) + ")",
           file=sys.stderr, flush=True)
-    # the same arguments with the engine chosen: argparse keeps an option's last value
+    # the same arguments with the engine chosen: argparse keeps an option's last value;
+    # placement only where the chosen engine makes it worth reporting (as when named)
+    if not engines.get(choice["chosen"]).accelerated(opts.settings):
+        argv = [arg for arg in argv if arg != "--placement"]
     done = subprocess.run([sys.executable, "-m", "runtimes", "bench", *argv, "--json",
                            "--engine", choice["chosen"]], stdout=subprocess.PIPE, text=True)
     if done.returncode != 0:

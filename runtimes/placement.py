@@ -320,6 +320,8 @@ def _percent(share: float) -> str:
 
 def describe(result: dict) -> str:
     """One line: nodes and FLOP share per provider or delegate, and the fallback."""
+    if "error" in result:
+        return result["error"]
     parts = []
     for where, group in result["by_provider"].items():
         share = group["flops_share"]

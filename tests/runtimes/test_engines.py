@@ -148,3 +148,32 @@ def test_engine_auto_probes_every_engine_and_measures_with_the_fastest(quickstar
     fastest = min(probes.values(), key=lambda p: p["p50_ms"])["engine"]
     assert choice["chosen"] == fastest == result["runtime"]["engine"]
     assert result["runs"] == 5   # the measurement itself, with the chosen engine
+
+
+def _pairs_model(path) -> str:
+    """x [1, n] -> Reshape [-1, 2]: runs for an even n only, so placement's own random
+    inputs (dynamic dimensions set to 1) fail where the timed inputs run."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    shape = numpy_helper.from_array(np.array([-1, 2], dtype=np.int64), "shape")
+    graph = helper.make_graph(
+        [helper.make_node("Reshape", ["x", "shape"], ["y"])], "pairs",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, "n"])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [None, 2])], [shape])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return str(path)
+
+
+def test_placement_that_cannot_run_is_said_and_the_timing_stands(tmp_path, capsys):
+    model = _pairs_model(tmp_path / "pairs.onnx")
+    np.savez(tmp_path / "x.npz", x=np.ones((1, 8), np.float32))
+    code, result = _bench(capsys, model, "--inputs", str(tmp_path / "x.npz"),
+                          "--engine", "onnxruntime", "--placement")
+    assert code == 0 and result["latency_ms"]["p50"] > 0
+    assert result["placement"]["error"].startswith("not reported: ")
+    # auto: placement only where the chosen engine makes it worth reporting
+    code, result = _bench(capsys, model, "--inputs", str(tmp_path / "x.npz"),
+                          "--engine", "auto", "--placement")
+    assert code == 0
+    chosen = result["engine_choice"]["chosen"]
+    assert ("placement" in result) == engines.get(chosen).accelerated(engines.Settings())
