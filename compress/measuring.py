@@ -78,7 +78,8 @@ def needed_engines(jobs) -> tuple[str, ...]:
 
 
 def reports_placement(engine: str, settings: engines.Settings) -> bool:
-    """Where each op ran is worth reporting: an accelerator (XNNPACK included) or a choice."""
+    """Where each op ran is worth reporting: an accelerator (XNNPACK included); with AUTO
+    the runner asks for it and keeps it where the engine it chose is one."""
     return engine == AUTO or engines.get(engine).accelerated(settings)
 
 

@@ -40,8 +40,9 @@ def gains(benchmarks: list[dict], engine_baselines: list[dict] = ()) -> list[dic
         if bench["baseline"] or not here:
             continue
         own = [b for b in here if not b.get("comparison")]  # the target's own baselines
+        # own can be empty: the target's own baseline unmeasured, a comparison measured
         reference = (_first(here, engine=engines.reference())
-                     or _first(own, format=bench["format"]) or own[0])
+                     or _first(own, format=bench["format"]) or (own or here)[0])
         same = (_first(here, engine=bench["engine"], format=bench["format"])
                 or _first(here, engine=bench["engine"]))
         like = same or reference

@@ -153,7 +153,8 @@ def _timed_feeds(session, raw: dict | None, opts: BenchOptions) -> dict:
 
 
 def _timed(model: str, engine: engines.Engine, raw: dict | None, opts: BenchOptions, meter):
-    """(timing, engine description) of the first feed (random inputs without a file)."""
+    """(timing, engine description, the feeds timed) of the first feed (random inputs
+    without a file)."""
     session = _open(model, engine, opts)
     try:
         feeds = _timed_feeds(session, raw, opts)
@@ -161,7 +162,7 @@ def _timed(model: str, engine: engines.Engine, raw: dict | None, opts: BenchOpti
                          min_seconds=opts.seconds, meter=meter,
                          on_progress=_progress_printer(opts.progress),
                          snapshot=lambda: conditions.snapshot(opts.sysfs_root))
-        return timing, session.describe()
+        return timing, session.describe(), feeds
     finally:
         session.close()
 
@@ -193,7 +194,7 @@ def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str |
     # read before the idle reading, so the model's memory share excludes the data
     raw, raw_eval = _read_inputs(inputs), _read_inputs(eval_inputs)
     idle_rss = current_rss_mb()
-    timing, engine_info = _timed(model, engine, raw, opts, meter)
+    timing, engine_info, feeds = _timed(model, engine, raw, opts, meter)
     metric = None
     if raw_eval is not None:
         metric = _fresh_metric(model, engine, raw_eval, opts, eval_batch=opts.eval_batch)
@@ -214,18 +215,19 @@ def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str |
                        "warnings": conditions.compare(window["before"], window["after"],
                                                       cpus=affinity)},
         "metric": metric, "torch_loaded": "torch" in sys.modules,
-        **_placement(model, engine, opts, engine_info),
+        **_placement(model, engine, opts, engine_info, feeds),
     }
 
 
 def _placement(model: str, engine: engines.Engine, opts: BenchOptions,
-               engine_info: dict) -> dict:
+               engine_info: dict, feeds: dict) -> dict:
     """{"placement": ...} when asked for, from a session of its own built after the timed
-    one is closed, so the timing and memory figures never include it."""
+    one is closed (so the timing and memory figures never include it), on the feeds the
+    timed one ran."""
     if not opts.placement:
         return {}
     try:
-        return {"placement": engine.placement(model, opts.settings, engine_info)}
+        return {"placement": engine.placement(model, opts.settings, engine_info, feeds)}
     # any engine's own error type (onnxruntime's Fail is no RuntimeError): the timing
     # stands, the record says why placement is missing
     except Exception as exc:  # noqa: BLE001

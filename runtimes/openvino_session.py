@@ -89,23 +89,26 @@ def _text(info: dict, key: str) -> str:
     return info[key].astype(str) if key in info else ""
 
 
+# OpenVINO's layer types as the ONNX op whose FLOP count (placement.node_flops) they share
+_AS_ONNX = {"Convolution": "Conv", "GroupConvolution": "Conv", "FullyConnected": "MatMul"}
+
+
+def _static(shape) -> list[int] | None:
+    return [d.get_length() for d in shape] if shape.is_static else None
+
+
 def _flops(kind: str, node) -> int | None:
-    """Convolutions and matrix products as 2 x multiply-adds (the weight's shape: a grouped
-    convolution's is [groups, out, in, kh, kw]), other nodes one operation per output."""
-    out = node.get_output_partial_shape(0) if node.get_output_size() else None
-    if out is None or not out.is_static:
+    """placement.node_flops of the node's shapes; a grouped convolution's weight [groups,
+    out, in, kh, kw] read as ONNX's [groups x out, in, kh, kw]."""
+    from runtimes.placement import node_flops
+    out = _static(node.get_output_partial_shape(0)) if node.get_output_size() else None
+    if out is None:
         return None
-    elements = int(np.prod([d.get_length() for d in out]))
-    if kind in ("Convolution", "GroupConvolution") and node.get_input_size() > 1:
-        weight = node.get_input_partial_shape(1)
-        if weight.is_static:
-            dims = [d.get_length() for d in weight]
-            return 2 * elements * int(np.prod(dims[2:] if len(dims) == 5 else dims[1:]))
-    if kind in ("FullyConnected", "MatMul") and node.get_input_size() > 1:
-        data = node.get_input_partial_shape(0)
-        if data.is_static:
-            return 2 * elements * data[len(data) - 1].get_length()
-    return elements
+    inputs = [_static(node.get_input_partial_shape(i)) for i in range(node.get_input_size())]
+    weight = inputs[1] if len(inputs) > 1 else None
+    if kind == "GroupConvolution" and weight and len(weight) == 5:
+        inputs[1] = [weight[0] * weight[1], *weight[2:]]
+    return node_flops(_AS_ONNX.get(kind, kind), inputs, [out])
 
 
 def openvino_placement(path: str, threads: int | None = None, precision: str = "f32",

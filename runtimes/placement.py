@@ -150,9 +150,12 @@ def _shapes(entries: list) -> list[Shape]:
             for entry in entries or []]
 
 
-def _profile(path: str, providers: list, threads: int | None, runs: int) -> tuple[list, list]:
+def _profile(path: str, providers: list, threads: int | None, runs: int,
+             feeds: dict | None = None) -> tuple[list, list]:
     """Node events of `runs` inferences (one per node) and the providers the session kept,
-    from a session built as the benchmark builds it, with profiling on."""
+    from a session built as the benchmark builds it, with profiling on, on `feeds` (the
+    benchmark's timed inputs; random ones without: a model whose dynamic dimensions must
+    take certain sizes needs the real ones)."""
     from runtimes.onnx_session import OnnxRuntimeSession
 
     folder = tempfile.mkdtemp(prefix="placement-")
@@ -167,7 +170,7 @@ def _profile(path: str, providers: list, threads: int | None, runs: int) -> tupl
     try:
         session = OnnxRuntimeSession(path, threads=threads, providers=providers,
                                      configure=profiling)
-        feeds = synthetic_feeds(session.inputs)
+        feeds = feeds if feeds is not None else synthetic_feeds(session.inputs)
         for _ in range(max(runs, 1)):
             session.run(feeds)
         with open(session._session.end_profiling()) as fh:
@@ -190,14 +193,14 @@ def _profile(path: str, providers: list, threads: int | None, runs: int) -> tupl
 
 
 def onnx_placement(path: str, providers: Sequence | None = None, threads: int | None = None,
-                   runs: int = 2) -> dict:
+                   runs: int = 2, feeds: dict | None = None) -> dict:
     """Placement of an ONNX model's nodes with `providers` (names or (name, options) in
-    priority order; the CPU provider is always last)."""
+    priority order; the CPU provider is always last), run on `feeds` (random without)."""
     from runtimes.onnx_session import _provider_lists
 
     providers = list(providers or [])
     names, _ = _provider_lists(providers)
-    events, kept = _profile(path, providers, threads, runs)
+    events, kept = _profile(path, providers, threads, runs, feeds)
     known = _known_op_types()
     nodes, copies = [], 0
     for event in events:
@@ -211,7 +214,7 @@ def onnx_placement(path: str, providers: Sequence | None = None, threads: int | 
               "provider and shapes; nodes are those of the optimized graph")
     compiled = [n for n in nodes if n["compiled"]]
     if compiled:
-        reference, _ = _profile(path, [], threads, 1)
+        reference, _ = _profile(path, [], threads, 1, feeds)
         total = sum(node_flops(e["op"], e["inputs"], e["outputs"]) or 0 for e in reference)
         rest = max(total - sum(n["flops"] or 0 for n in nodes), 0)
         for node in compiled:
@@ -247,10 +250,11 @@ def _delegated(ops: list[dict], external_until: int, external: str) -> dict[int,
 def _litert_nodes(interpreter, owner) -> list[dict]:
     """The model's own nodes (DELEGATE nodes left out), each placed by `owner(index)`;
     `int8`: its first input is an 8-bit quantized tensor (it computes in int8)."""
+    from runtimes.litert_session import is_quantized
     details = interpreter.get_tensor_details()
     shapes = {d["index"]: tuple(int(x) for x in d["shape"]) for d in details}
-    eight_bit = {d["index"] for d in details if np.dtype(d["dtype"]).itemsize == 1
-                 and np.dtype(d["dtype"]).kind in "iu" and d["quantization"][0] != 0}
+    eight_bit = {d["index"] for d in details
+                 if is_quantized(d) and np.dtype(d["dtype"]).itemsize == 1}
     return [{"name": f"{op['op_name']}:{op['index']}", "op": op["op_name"],
              "where": owner(op["index"]),
              "int8": len(op["inputs"]) > 0 and int(op["inputs"][0]) in eight_bit,

@@ -95,8 +95,8 @@ def plan_jobs(candidates, targets, cores: dict[str, int],
     for artifact, is_baseline in candidates:
         for target, profile in targets:
             runtime = profile.runtime
-            primary, others = baseline_engines(runtime, artifact.format)
-            engine = engine_for(runtime, artifact.format) if not is_baseline else primary
+            engine, others = (baseline_engines(runtime, artifact.format) if is_baseline
+                              else (engine_for(runtime, artifact.format), ()))
             if engine is None:
                 skipped.append({"artifact": artifact.id, "target": target, "reason":
                                 f"{target} runs {runtime.listed()} only (runtime.engines in its "
@@ -109,7 +109,7 @@ def plan_jobs(candidates, targets, cores: dict[str, int],
             job = Job(artifact, is_baseline, target, engine, settings, device_flags(profile),
                       (pythons or {}).get(target))
             jobs += [job] + [dataclasses.replace(job, engine=other, comparison=True)
-                             for other in (others if is_baseline else ())]
+                             for other in others]
     return jobs, skipped
 
 

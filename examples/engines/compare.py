@@ -9,7 +9,9 @@ evaluation feed, batch 1, --threads, --runs timed calls after 10 untimed), every
 the same run. Fidelity: every file's outputs on the anchor's evaluation feeds against
 onnxruntime FP32's (SQNR; top-1 agreement for the classifiers). GMAC/s: multiply-adds of
 the FP32 file's Conv, Gemm and MatMul nodes (from ONNX shape inference at the timed
-feed's shapes) over p50.
+feed's shapes) over p50. "auto chose": once per round, each file that more than one
+engine opens is given to `--engine auto` (as host-cpu does), and the table says how
+often its probe chose each engine, beside that engine's measured p50.
 
     make anchors      # the files
     python examples/engines/compare.py [efficientnet yolov8n ...] [--rounds 3]
@@ -38,6 +40,7 @@ from compress.data import load_dataset  # noqa: E402
 from compress.model_run import run_feeds  # noqa: E402
 from runtimes import engines  # noqa: E402
 from runtimes.metrics import feed_fidelity  # noqa: E402
+from runtimes.placement import node_flops  # noqa: E402
 
 
 def _files(anchor) -> list[tuple[str, Path]]:
@@ -69,13 +72,23 @@ def _variants(files) -> list[tuple[str, Path, str, str]]:
     return rows
 
 
-def _p50(path: Path, engine: str, precision: str, args, inputs: Path) -> float:
+def _runner(path: Path, engine: str, args, inputs: Path, *extra: str) -> dict:
     cmd = [sys.executable, "-m", "runtimes", "bench", str(path), "--json", "--meter", "none",
-           "--threads", str(args.threads), "--runs", str(args.runs), "--engine", engine,
-           "--inputs", str(inputs)]
-    cmd += ["--precision", precision] if engine == "openvino" else []
+           "--threads", str(args.threads), "--engine", engine, "--inputs", str(inputs), *extra]
     done = subprocess.run(cmd, capture_output=True, text=True, check=True, cwd=REPO)
-    return json.loads(done.stdout.strip().splitlines()[-1])["latency_ms"]["p50"]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _p50(path: Path, engine: str, precision: str, args, inputs: Path) -> float:
+    extra = ["--precision", precision] if engine == "openvino" else []
+    return _runner(path, engine, args, inputs, "--runs", str(args.runs),
+                   *extra)["latency_ms"]["p50"]
+
+
+def _auto_choice(path: Path, args, inputs: Path) -> str:
+    """The engine `--engine auto` chooses for the file (its probe; one timed call after)."""
+    return _runner(path, "auto", args, inputs, "--runs", "1",
+                   "--warmup", "0")["engine_choice"]["chosen"]
 
 
 def _macs(fp32: Path, feed: dict) -> float:
@@ -93,18 +106,10 @@ def _macs(fp32: Path, feed: dict) -> float:
     shapes = {v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
               for v in (*graph.value_info, *graph.output, *graph.input)}
     shapes.update({i.name: list(numpy_helper.to_array(i).shape) for i in graph.initializer})
-    total = 0
-    for node in graph.node:
-        out = shapes.get(node.output[0])
-        weight = shapes.get(node.input[1]) if len(node.input) > 1 else None
-        if not out or not weight or 0 in out:
-            continue
-        if node.op_type == "Conv":
-            total += int(np.prod(out)) * int(np.prod(weight[1:]))
-        elif node.op_type in ("Gemm", "MatMul"):
-            inner = shapes.get(node.input[0])
-            total += int(np.prod(out)) * (inner[-1] if inner else 0)
-    return float(total)
+    flops = [node_flops(node.op_type, [shapes.get(name) for name in node.input],
+                        [shapes.get(name) for name in node.output])
+             for node in graph.node if node.op_type in ("Conv", "Gemm", "MatMul")]
+    return sum(f or 0 for f in flops) / 2   # node_flops counts a multiply-add as two
 
 
 def compare(anchor, args) -> list[str]:
@@ -120,14 +125,19 @@ def compare(anchor, args) -> list[str]:
     inputs = Path(tempfile.mkdtemp()) / "feed.npz"   # the first evaluation feed is timed
     np.savez(inputs, **feeds[0])
     times = {v: [] for v in variants}
+    # the files more than one engine opens: what host-cpu's `engines: auto` picks for each
+    choices = {path: [] for _, path, _, _ in variants
+               if sum(v[1] == path and v[3] == "f32" for v in variants) > 1}
     for _ in range(args.rounds):
         for variant in variants:
             times[variant].append(_p50(*variant[1:], args, inputs))
+        for path, picked in choices.items():
+            picked.append(_auto_choice(path, args, inputs))
     base = statistics.median(times[variants[0]])
     macs = _macs(files[0][1], feeds[0])
     lines = [f"### {entry.name} ({macs / 1e9:.2f} GMAC per inference, estimated)", "",
-             "| file | engine | p50 ms | vs ORT FP32 | GMAC/s | SQNR dB | top-1 |",
-             "|---|---|---:|---:|---:|---:|---:|"]
+             "| file | engine | p50 ms | vs ORT FP32 | GMAC/s | SQNR dB | top-1 | auto chose |",
+             "|---|---|---:|---:|---:|---:|---:|---|"]
     for label, path, engine, precision in variants:
         p50 = statistics.median(times[(label, path, engine, precision)])
         outputs = run_feeds(path, None, feeds, engine=engine,
@@ -135,9 +145,28 @@ def compare(anchor, args) -> list[str]:
         judged = feed_fidelity(outputs, reference)
         top1 = f"{judged['top1_agreement']:.3f}" if anchor.classifier else "—"
         shown = engine + (f" {precision}" if engine == "openvino" else "")
+        picked = choices.get(path, []) if precision == "f32" else []
+        auto = f"{picked.count(engine)}/{len(picked)}" if picked else "—"
         lines.append(f"| {label} | {shown} | {p50:.3f} | {base / p50:.2f}x | "
-                     f"{macs / p50 / 1e6:.1f} | {judged['sqnr_db']:.1f} | {top1} |")
-    return lines + [""]
+                     f"{macs / p50 / 1e6:.1f} | {judged['sqnr_db']:.1f} | {top1} | {auto} |")
+    return lines + ["", _auto_summary(times, choices), ""]
+
+
+def _auto_summary(times: dict, choices: dict) -> str:
+    """How often auto's probe chose the engine this table measured fastest (f32 runs)."""
+    right = total = 0
+    for path, picked in choices.items():
+        f32 = {v[2]: statistics.median(t) for v, t in times.items()
+               if v[1] == path and v[3] == "f32"}
+        fastest = min(f32, key=f32.get)
+        right += picked.count(fastest)
+        total += len(picked)
+        if picked.count(fastest) < len(picked):   # a miss: by how much it cost
+            slower = max(f32[e] for e in picked) / f32[fastest]
+            print(f"  {path.parent.name}/{path.name}: auto chose {picked}, fastest {fastest} "
+                  f"(worst pick {slower:.2f}x its p50)", file=sys.stderr)
+    return (f"`engines: auto` chose the engine measured fastest here for {right} of {total} "
+            "probes (one per file with two engines, per round).")
 
 
 def main() -> None:

@@ -48,7 +48,8 @@ class Engine:
     modules: tuple[str, ...]         # importable modules, any one of which means installed
     pip: str                         # the package that installs it on a device
     open: Callable                   # (path, Settings) -> runtimes.session.Session
-    placement: Callable              # (path, Settings, session description) -> dict
+    placement: Callable              # (path, Settings, session description, the timed
+    #                                  feeds or None) -> dict
     flags: Callable                  # Settings -> the runner's flags for them
     add_arguments: Callable          # (argparse group) -> None: those flags
     settings_from: Callable          # parsed arguments -> {Settings field: value}

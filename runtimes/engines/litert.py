@@ -18,9 +18,10 @@ def _open(path: str, settings: Settings):
                          delegate=settings.delegate, delegate_options=settings.delegate_options)
 
 
-def _placement(path: str, settings: Settings, described: dict) -> dict:
-    """From a session of its own; LiteRT's GPU says only whether it took the whole model,
-    which the timed session (`described`) has told already."""
+def _placement(path: str, settings: Settings, described: dict, feeds=None) -> dict:
+    """From a session of its own, built but not run (`feeds` are not needed); LiteRT's
+    GPU says only whether it took the whole model, which the timed session (`described`)
+    has told already."""
     from runtimes.placement import litert_gpu_placement, litert_placement
     if settings.delegate == "gpu":
         return litert_gpu_placement(path, threads=settings.threads,

@@ -12,9 +12,11 @@ def _open(path: str, settings: Settings):
                               providers=list(settings.providers) or None)
 
 
-def _placement(path: str, settings: Settings, described: dict) -> dict:
+def _placement(path: str, settings: Settings, described: dict, feeds=None) -> dict:
+    """From a profiled run of its own on `feeds` (the timed inputs)."""
     from runtimes.placement import onnx_placement
-    return onnx_placement(path, list(settings.providers), threads=settings.threads)
+    return onnx_placement(path, list(settings.providers), threads=settings.threads,
+                          feeds=feeds)
 
 
 def _flags(settings: Settings) -> list[str]:

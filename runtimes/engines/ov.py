@@ -13,7 +13,8 @@ def _open(path: str, settings: Settings):
                            device=settings.device)
 
 
-def _placement(path: str, settings: Settings, described: dict) -> dict:
+def _placement(path: str, settings: Settings, described: dict, feeds=None) -> dict:
+    """From the compiled model's runtime graph: nothing is run, so `feeds` are not needed."""
     from runtimes.openvino_session import openvino_placement
     return openvino_placement(path, threads=settings.threads, precision=settings.precision,
                               device=settings.device)

@@ -68,3 +68,11 @@ def test_both_speedups_are_said_when_they_differ():
     [row] = gains([*BASELINES, _run("int8", "onnx", "openvino", 1.5)], [OV_FP32])
     assert speedup_text(row) == ("2.67x vs base-onnx on onnxruntime; "
                                  "2.00x vs base-onnx on openvino")
+
+
+def test_a_target_whose_own_baseline_went_unmeasured_is_compared_with_what_was_measured():
+    """The target's own baseline on an accelerator that is not there (unmeasured, so not
+    among the benchmarks), its comparison run on OpenVINO measured."""
+    [row] = gains([_run("tfl", "tflite", "litert", 2.0)], [OV_FP32])
+    assert (row["baseline"], row["engine"]) == ("base-onnx", "openvino")
+    assert row["speedup_p50"] == pytest.approx(1.5) and row["same_engine"] is None

@@ -151,8 +151,8 @@ def test_engine_auto_probes_every_engine_and_measures_with_the_fastest(quickstar
 
 
 def _pairs_model(path) -> str:
-    """x [1, n] -> Reshape [-1, 2]: runs for an even n only, so placement's own random
-    inputs (dynamic dimensions set to 1) fail where the timed inputs run."""
+    """x [1, n] -> Reshape [-1, 2]: runs for an even n only, so random inputs (dynamic
+    dimensions set to 1) fail where the timed inputs run."""
     import onnx
     from onnx import TensorProto, helper, numpy_helper
     shape = numpy_helper.from_array(np.array([-1, 2], dtype=np.int64), "shape")
@@ -164,16 +164,33 @@ def _pairs_model(path) -> str:
     return str(path)
 
 
-def test_placement_that_cannot_run_is_said_and_the_timing_stands(tmp_path, capsys):
+def test_placement_runs_on_the_timed_inputs(tmp_path, capsys):
     model = _pairs_model(tmp_path / "pairs.onnx")
     np.savez(tmp_path / "x.npz", x=np.ones((1, 8), np.float32))
     code, result = _bench(capsys, model, "--inputs", str(tmp_path / "x.npz"),
                           "--engine", "onnxruntime", "--placement")
     assert code == 0 and result["latency_ms"]["p50"] > 0
-    assert result["placement"]["error"].startswith("not reported: ")
+    assert result["placement"]["by_provider"]["CPUExecutionProvider"]["op_types"] == {
+        "Reshape": 1}
     # auto: placement only where the chosen engine makes it worth reporting
     code, result = _bench(capsys, model, "--inputs", str(tmp_path / "x.npz"),
                           "--engine", "auto", "--placement")
     assert code == 0
     chosen = result["engine_choice"]["chosen"]
     assert ("placement" in result) == engines.get(chosen).accelerated(engines.Settings())
+
+
+def test_a_placement_that_fails_is_said_and_the_timing_stands(quickstart_onnx, monkeypatch,
+                                                              capsys):
+    """An engine's own error type while reporting placement (onnxruntime's Fail is no
+    RuntimeError) never costs the measurement."""
+    def failing(*args):
+        from onnxruntime.capi.onnxruntime_pybind11_state import Fail
+        raise Fail("profiling failed")
+    broken = dataclasses.replace(engines.get("onnxruntime"), placement=failing)
+    monkeypatch.setitem(engines._REGISTRY, "onnxruntime", broken)
+    code, result = _bench(capsys, str(quickstart_onnx), "--engine", "onnxruntime",
+                          "--placement")
+    assert code == 0 and result["latency_ms"]["p50"] > 0
+    assert result["placement"] == {"engine": "onnxruntime",
+                                   "error": "not reported: profiling failed"}

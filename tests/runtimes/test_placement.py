@@ -114,7 +114,7 @@ def test_compiled_partitions_get_the_rest_of_the_flops(monkeypatch, cnn_onnx):
                  _event("conv2", "Conv", "CPUExecutionProvider", *conv)]
     calls = []
 
-    def fake_profile(path, providers, threads, runs):
+    def fake_profile(path, providers, threads, runs, feeds):
         calls.append(providers)
         return (accelerated, ["TensorrtExecutionProvider", "CPUExecutionProvider"]) \
             if len(calls) == 1 else (reference, ["CPUExecutionProvider"])
