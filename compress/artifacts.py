@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from runtimes.loader import sha256_file  # noqa: F401  (also imported from here)
+
 STAGE_RECORD = "stage.json"
 
 
@@ -57,14 +59,6 @@ def sha256_artifact(path: Path) -> str:
         with open(part, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
-    return h.hexdigest()
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
     return h.hexdigest()
 
 

@@ -95,6 +95,8 @@ def _cmd_profiles(args) -> int:
         if runtime.runs("litert"):
             engines += f"; LiteRT {'XNNPACK' if runtime.xnnpack else 'built-in kernels'}"
             engines += f", delegate {runtime.delegate}" if runtime.delegate else ""
+            engines += (f", weight cache in {runtime.xnnpack_weight_cache}"
+                        if runtime.xnnpack_weight_cache else "")
             engines += f", TFLite mode {p.export.tflite_mode}" if p.export.tflite_mode else ""
         print(f"{p.name:<18} {p.device.arch:<8} {p.description}\n{'':<18} engines: {engines}"
               f"\n{'':<18} budget: {budget}")

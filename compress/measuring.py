@@ -54,7 +54,8 @@ def settings_of(runtime, threads: int, precision: str | None = None) -> engines.
     own), with `threads` and an artifact's inference `precision` where it names one."""
     return engines.Settings(
         threads=threads, providers=tuple((p.name, dict(p.options)) for p in runtime.providers),
-        xnnpack=runtime.xnnpack, delegate=runtime.delegate,
+        xnnpack=runtime.xnnpack, xnnpack_weight_cache=runtime.xnnpack_weight_cache,
+        delegate=runtime.delegate,
         delegate_options=dict(runtime.delegate_options),
         **({"precision": precision} if precision else {}))
 

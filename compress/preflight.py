@@ -21,7 +21,7 @@ from compress.measuring import engine_flags, engine_for, required_engine, settin
 from export.op_support import (PRESET_TABLES, TABLES, ModelUnreadable, OpTable, check,
                                list_ops, table_for_delegate, table_for_provider)
 from runtimes import engines
-from runtimes.litert_gpu import GPU_DELEGATE
+from runtimes.litert_compiled import GPU_DELEGATE
 
 CPU_EP = "CPUExecutionProvider"
 # Checked on ai-edge-litert 2.3: its analyzer (_pywrap_analyzer_wrapper, gpu_compatibility)

@@ -9,6 +9,7 @@ from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativ
 
 from profiles.validation import refuse_bools_for_numbers
 from runtimes import engines as engine_registry
+from runtimes.errors import RuntimeInputError
 
 
 class _Strict(BaseModel):
@@ -67,6 +68,11 @@ class Runtime(_Strict):
         None, description="intra-op threads; empty = one per core of the measuring machine")
     xnnpack: bool = Field(True, description="LiteRT: run on the XNNPACK CPU delegate "
                           "(false: TFLite's built-in kernels)")
+    xnnpack_weight_cache: Optional[str] = Field(
+        None, description="LiteRT: a directory on the measuring machine (~ expanded) where "
+        "XNNPACK keeps each model's packed weights in a file named by the model's content; "
+        "later loads map them instead of packing again (faster loads, less memory). Empty: "
+        "no cache. Needs ai-edge-litert 2.x and xnnpack: true")
     delegate: Optional[str] = Field(
         None, description="LiteRT: 'gpu' for LiteRT's GPU accelerator (WebGPU on Vulkan, "
         "shipped with ai-edge-litert), or an external delegate library to load, e.g. "
@@ -89,6 +95,16 @@ class Runtime(_Strict):
     def _delegate_options_known(self):
         from profiles.providers import check_delegate_options
         check_delegate_options(self.delegate, self.delegate_options)
+        return self
+
+    @model_validator(mode="after")
+    def _settings_go_together(self):
+        try:   # each engine's own rule, as the runner applies it to its flags
+            engine_registry.check(engine_registry.Settings(
+                xnnpack=self.xnnpack, delegate=self.delegate,
+                xnnpack_weight_cache=self.xnnpack_weight_cache))
+        except RuntimeInputError as exc:
+            raise ValueError(str(exc)) from None
         return self
 
     @property

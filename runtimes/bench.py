@@ -18,6 +18,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 from runtimes import conditions, engines
 from runtimes import feeds as feeds_mod
@@ -129,9 +130,10 @@ def _size(model: str) -> int:
     return sum(os.path.getsize(part) for part in model_files(model))
 
 
-def _timed_feeds(session, raw: dict | None, opts: BenchOptions) -> dict:
-    """The inputs timed: the first feed of the inputs file, else random ones; run once
-    here, so that a model that fails on them says so in one line."""
+def _timed_feeds(session, raw: dict | None, opts: BenchOptions) -> tuple[dict, float]:
+    """(the inputs timed, the first inference's milliseconds): the first feed of the
+    inputs file, else random ones; run once here, so that a model that fails on them says
+    so in one line, and that first call is the first-inference latency."""
     data = _layout(feeds_mod.read_feeds(raw, session.inputs), opts) if raw is not None else None
     if data is not None and data.feeds:
         feeds = feeds_mod.select_inputs(data.feeds[0], session.inputs)
@@ -142,27 +144,33 @@ def _timed_feeds(session, raw: dict | None, opts: BenchOptions) -> dict:
         what = "random inputs (dynamic dimensions set to 1)"
         fix = "give inputs of the sizes it takes with --inputs FILE.npz"
     try:
+        start = time.perf_counter()
         session.run(feeds)
+        first_ms = (time.perf_counter() - start) * 1e3
     except RuntimeInputError:
         raise
     except Exception as exc:  # noqa: BLE001 - each engine raises its own untyped errors
         shapes = {k: list(v.shape) for k, v in feeds.items()}
         raise RuntimeInputError(f"the model fails on {what} {shapes}: "
                                 f"{' '.join(str(exc).split())[:300]}; {fix}") from None
-    return feeds
+    return feeds, first_ms
 
 
 def _timed(model: str, engine: engines.Engine, raw: dict | None, opts: BenchOptions, meter):
     """(timing, engine description, the feeds timed) of the first feed (random inputs
-    without a file)."""
+    without a file). The timing holds how long the session took to open (`load_ms`) and
+    its first inference (`first_run_ms`), what a process that loads a model per request
+    waits for."""
+    start = time.perf_counter()
     session = _open(model, engine, opts)
+    load_ms = (time.perf_counter() - start) * 1e3
     try:
-        feeds = _timed_feeds(session, raw, opts)
+        feeds, first_ms = _timed_feeds(session, raw, opts)
         timing = measure(session, feeds, warmup=opts.warmup, runs=opts.runs,
                          min_seconds=opts.seconds, meter=meter,
                          on_progress=_progress_printer(opts.progress),
                          snapshot=lambda: conditions.snapshot(opts.sysfs_root))
-        return timing, session.describe(), feeds
+        return {"load_ms": load_ms, "first_run_ms": first_ms, **timing}, session.describe(), feeds
     finally:
         session.close()
 
@@ -287,7 +295,7 @@ def _bench_auto(args, opts: BenchOptions, argv: list[str]) -> int:
     if opts.cpus:
         pin(list(opts.cpus))    # the probe runs where the measurement will
     raw = _read_inputs(args.inputs)
-    choice = choose(args.model, opts.settings, lambda session: _timed_feeds(session, raw, opts))
+    choice = choose(args.model, opts.settings, lambda session: _timed_feeds(session, raw, opts)[0])
     print(f"engine auto: {choice['chosen']} ("
           + ", ".join(f"{p['engine']} {p['p50_ms']:.3f} ms" if "p50_ms" in p else
                       f"{p['engine']} unavailable" for p in choice["probes"]) + ")",

@@ -14,6 +14,10 @@ def print_human(result: dict) -> None:
         print(f"  engine      auto chose {result['engine_choice']['chosen']} ({probes})")
     print(f"  latency ms  p50 {lat['p50']:.3f}  p90 {lat['p90']:.3f}  p99 {lat['p99']:.3f}  "
           f"mean {lat['mean']:.3f}  std {lat['std']:.3f}  ({result['runs']} runs)")
+    cache = runtime.get("xnnpack_weight_cache")
+    cached = f" (XNNPACK weight cache {'hit' if cache['hit'] else 'written'})" if cache else ""
+    print(f"  load        {result['load_ms']:.1f} ms{cached}, first inference "
+          f"{result['first_run_ms']:.3f} ms")
     print(f"  throughput  {result['throughput_per_s']:.1f}/s   peak RSS "
           f"{result['peak_rss_mb']:.1f} MB (idle {result['idle_rss_mb']:.1f} MB)")
     _print_energy(result)

@@ -90,6 +90,16 @@ def to_native(detail: dict, value: np.ndarray) -> np.ndarray:
     return np.require(value, dtype=detail["dtype"], requirements="C")  # keeps 0-d inputs 0-d
 
 
+def input_specs(details: list[dict]) -> tuple[TensorSpec, ...]:
+    """The inputs as a session presents them: quantized ones as float (the session
+    quantizes them itself), with the type the model stores them in beside."""
+    return tuple(
+        TensorSpec(d["name"], tuple(int(x) for x in d["shape"]),
+                   "float32" if is_quantized(d) else np.dtype(d["dtype"]).name,
+                   np.dtype(d["dtype"]).name if is_quantized(d) else None)
+        for d in details)
+
+
 def load_error(path: str, exc: Exception) -> RuntimeInputError:
     return RuntimeInputError(
         f"LiteRT cannot load {path}: {str(exc).strip().splitlines()[0]}. Check that "
@@ -142,12 +152,7 @@ class LiteRTSession(Session):
         self._module_name = module.__name__
         self._inputs = self._interpreter.get_input_details()
         self._outputs = self._interpreter.get_output_details()
-        # Quantized inputs are presented as float: the session quantizes them itself.
-        self.inputs = tuple(
-            TensorSpec(d["name"], tuple(int(x) for x in d["shape"]),
-                       "float32" if is_quantized(d) else np.dtype(d["dtype"]).name,
-                       np.dtype(d["dtype"]).name if is_quantized(d) else None)
-            for d in self._inputs)
+        self.inputs = input_specs(self._inputs)
         self.outputs = tuple(d["name"] for d in self._outputs)
 
     def native_feeds(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:

@@ -298,12 +298,12 @@ def litert_gpu_placement(path: str, threads: int | None = None, options: dict | 
     whole model (is_fully_accelerated): every node on the GPU, or a split it does not
     report, which this says rather than guessing. `fully_accelerated`: what a session
     of the model already said (the benchmark's), so it is not compiled again."""
-    from runtimes.litert_gpu import GPU_LABEL, SPLIT_UNREPORTED, LiteRTGpuSession
+    from runtimes.litert_compiled import GPU_LABEL, SPLIT_UNREPORTED, CompiledSession
     from runtimes.litert_session import new_interpreter
 
     full = fully_accelerated
     if full is None:
-        with LiteRTGpuSession(path, threads=threads, options=options) as session:
+        with CompiledSession(path, threads=threads, options=options) as session:
             full = session.fully_accelerated
     _, interpreter = new_interpreter(path, threads, xnnpack=False)   # the node list only
     where = GPU_LABEL if full else SPLIT_UNREPORTED

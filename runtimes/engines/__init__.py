@@ -32,6 +32,7 @@ class Settings:
     xnnpack: bool = True             # LiteRT: the XNNPACK delegate (off: built-in kernels)
     delegate: str | None = None      # LiteRT: "gpu" or an external delegate library
     delegate_options: dict = field(default_factory=dict)
+    xnnpack_weight_cache: str | None = None  # LiteRT: a directory for XNNPACK's packed weights
     precision: str = "f32"           # OpenVINO: inference precision (f32, bf16, f16)
     device: str = "CPU"              # OpenVINO: the device it compiles for
 
@@ -55,6 +56,8 @@ class Engine:
     settings_from: Callable          # parsed arguments -> {Settings field: value}
     accelerated: Callable = lambda settings: False  # placement worth reporting
     preload: Callable = lambda: None  # import the library (before the idle memory reading)
+    check: Callable = lambda settings: None  # Settings -> None, or RuntimeInputError for
+    #                                          settings of its own that cannot go together
 
 
 _REGISTRY: dict[str, Engine] = {}
@@ -145,7 +148,15 @@ def settings_from(args: argparse.Namespace, threads: int | None) -> Settings:
     fields = {"threads": threads}
     for engine in _REGISTRY.values():
         fields.update(engine.settings_from(args))
-    return Settings(**fields)
+    return check(Settings(**fields))
+
+
+def check(settings: Settings) -> Settings:
+    """`settings`, after every engine has checked its own fields go together (a profile
+    is checked when it is read, the runner's flags when they are parsed)."""
+    for engine in _REGISTRY.values():
+        engine.check(settings)
+    return settings
 
 
 # the engines, in order: the first that opens a suffix is its default

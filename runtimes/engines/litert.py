@@ -1,7 +1,8 @@
 """LiteRT (ai-edge-litert, or the older tflite-runtime): .tflite files, on the XNNPACK
 delegate (`Settings.xnnpack`, on by default) or its built-in kernels, with an external
 delegate library or LiteRT's GPU accelerator (`Settings.delegate`, "gpu") and the
-delegate's options (`Settings.delegate_options`)."""
+delegate's options (`Settings.delegate_options`); XNNPACK's weight cache in a directory
+(`Settings.xnnpack_weight_cache`), through LiteRT's CompiledModel API."""
 from __future__ import annotations
 
 from runtimes.engines import Engine, Settings, option_text, register
@@ -9,13 +10,30 @@ from runtimes.errors import RuntimeInputError
 
 
 def _open(path: str, settings: Settings):
-    if settings.delegate == "gpu":
-        from runtimes.litert_gpu import LiteRTGpuSession
-        return LiteRTGpuSession(path, threads=settings.threads,
-                                options=settings.delegate_options)
+    cache = settings.xnnpack_weight_cache
+    if settings.delegate == "gpu" or cache:
+        from runtimes.litert_compiled import CompiledSession
+        return CompiledSession(path, threads=settings.threads,
+                               options=settings.delegate_options, weight_cache_dir=cache,
+                               accelerator="gpu" if settings.delegate else "cpu")
     from runtimes.litert_session import LiteRTSession
     return LiteRTSession(path, threads=settings.threads, xnnpack=settings.xnnpack,
                          delegate=settings.delegate, delegate_options=settings.delegate_options)
+
+
+def _check(settings: Settings) -> None:
+    """The weight cache is XNNPACK's, reached through the CompiledModel API: it cannot
+    go with the built-in kernels or an external delegate (the Interpreter API's)."""
+    if not settings.xnnpack_weight_cache:
+        return
+    if not settings.xnnpack:
+        raise RuntimeInputError("the XNNPACK weight cache needs XNNPACK: drop --no-xnnpack "
+                                "(`xnnpack: false`) or the weight cache")
+    if settings.delegate not in (None, "gpu"):
+        raise RuntimeInputError(
+            f"the XNNPACK weight cache cannot go with the delegate '{settings.delegate}' "
+            "(LiteRT gives it only through its CompiledModel API, which loads no external "
+            "delegate): drop one of them")
 
 
 def _placement(path: str, settings: Settings, described: dict, feeds=None) -> dict:
@@ -34,6 +52,8 @@ def _placement(path: str, settings: Settings, described: dict, feeds=None) -> di
 
 def _flags(settings: Settings) -> list[str]:
     flags = [] if settings.xnnpack else ["--no-xnnpack"]
+    if settings.xnnpack_weight_cache:
+        flags += ["--xnnpack-weight-cache", settings.xnnpack_weight_cache]
     flags += ["--delegate", settings.delegate] if settings.delegate else []
     for key, value in settings.delegate_options.items():
         flags += ["--delegate-option", f"{key}={option_text(value)}"]
@@ -43,6 +63,10 @@ def _flags(settings: Settings) -> list[str]:
 def _add_arguments(group) -> None:
     group.add_argument("--no-xnnpack", dest="xnnpack", action="store_false",
                        help="run the built-in kernels instead of the XNNPACK delegate")
+    group.add_argument("--xnnpack-weight-cache", metavar="DIR",
+                       help="keep XNNPACK's packed weights in a file in DIR, named by the "
+                       "model's content, and map them from there on later loads (faster "
+                       "loads, less memory)")
     group.add_argument("--delegate", help="'gpu' for LiteRT's GPU accelerator, or an external "
                        "delegate library to load (e.g. libedgetpu.so.1). Exit code 3 when it "
                        "cannot be used here")
@@ -66,12 +90,18 @@ def parse_delegate_options(delegate: str | None, options: list[str]) -> dict:
 
 def _settings(args) -> dict:
     return {"xnnpack": args.xnnpack, "delegate": args.delegate,
+            "xnnpack_weight_cache": args.xnnpack_weight_cache,
             "delegate_options": parse_delegate_options(args.delegate, args.delegate_option)}
 
 
 def _preload() -> None:
     from runtimes.litert_session import interpreter_module
     interpreter_module()
+    try:   # the CompiledModel API too (the GPU, the weight cache), so no session's
+        import ai_edge_litert.compiled_model  # noqa: F401  load time holds an import
+        import runtimes.litert_compiled  # noqa: F401
+    except ImportError:
+        pass
 
 
 ENGINE = register(Engine(
@@ -83,4 +113,4 @@ ENGINE = register(Engine(
     settings_from=_settings,
     # XNNPACK is a delegate too: where each op ran is worth reporting
     accelerated=lambda settings: bool(settings.delegate) or settings.xnnpack,
-    preload=_preload))
+    preload=_preload, check=_check))

@@ -66,3 +66,18 @@ def test_bench_runs_on_the_emulated_pi(emulated_pi, remote_models, name):
     assert result["torch_loaded"] is False
     assert result["runs"] >= 5
     assert result["latency_ms"]["p50"] > 0
+
+
+def test_the_xnnpack_weight_cache_on_a_pi_4_is_unmeasured_not_a_crash(emulated_pi, remote_models):
+    """ai-edge-litert 2.3's CompiledModel runtime (the only way to XNNPACK's weight cache)
+    is built with the ARMv8.1 LSE atomics, which the Pi 4's Cortex-A72 lacks: run there, it
+    killed the process with SIGILL (exit 132). The runner now says why and exits 3
+    (unmeasured), while the same model without the cache is measured."""
+    model = shlex.quote(remote_models + "/digits_cnn_int8.tflite")
+    cache = shlex.quote(remote_models + "/xnnpack-cache")
+    bench = f"cd / && {emulated_pi.python} -m runtimes bench {model} --json --runs 3"
+    refused = emulated_pi.ssh(f"{bench} --xnnpack-weight-cache {cache}")
+    assert refused.returncode == 3, refused.stderr
+    assert "LSE atomics" in refused.stderr and "Traceback" not in refused.stderr
+    measured = emulated_pi.ssh(bench)
+    assert measured.returncode == 0 and json.loads(measured.stdout)["runtime"]["xnnpack_applied"]

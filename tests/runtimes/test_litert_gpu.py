@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from runtimes.errors import ProviderUnavailable, RuntimeInputError
-from runtimes.litert_gpu import GPU_LABEL, LiteRTGpuSession
+from runtimes.litert_compiled import GPU_LABEL, CompiledSession
 from runtimes.metrics import accuracy
 from tests.conftest import REPO
 from tests.runtimes.test_litert import FP32, INT8, _predict, held_out  # noqa: F401 (fixture)
@@ -21,7 +21,7 @@ pytest.importorskip("ai_edge_litert.compiled_model",
 
 def _gpu_here() -> bool:
     try:
-        LiteRTGpuSession(str(FP32)).close()
+        CompiledSession(str(FP32)).close()
     except ProviderUnavailable:
         return False
     return True
@@ -36,7 +36,7 @@ def _bench(*args):
 def test_the_compiled_model_session_matches_the_interpreter(path, held_out):  # noqa: F811
     from runtimes import load
     images, labels = held_out
-    with LiteRTGpuSession(str(path), threads=2, accelerator="cpu") as compiled, \
+    with CompiledSession(str(path), threads=2, accelerator="cpu") as compiled, \
             load(str(path), threads=2) as interpreter:
         assert compiled.inputs == interpreter.inputs   # float in, also for int8 inputs
         assert compiled.describe()["quantized_io"] == interpreter.describe()["quantized_io"]
@@ -47,7 +47,7 @@ def test_the_compiled_model_session_matches_the_interpreter(path, held_out):  # 
 
 
 def test_a_batch_the_model_cannot_take_is_a_clear_error():
-    with LiteRTGpuSession(str(FP32), accelerator="cpu") as session:
+    with CompiledSession(str(FP32), accelerator="cpu") as session:
         name = session.inputs[0].name
         with pytest.raises(RuntimeInputError, match=r"shape \(4, 1, 8, 8\).*export it"):
             session.run({name: np.zeros((4, 1, 8, 8), np.float32)})
@@ -57,7 +57,7 @@ def test_without_a_gpu_the_accelerator_is_unavailable_not_a_cpu_run():
     if _gpu_here():
         pytest.skip("LiteRT found a GPU here: the accelerator is measured")
     with pytest.raises(ProviderUnavailable, match="LiteRT GPU accelerator cannot compile"):
-        LiteRTGpuSession(str(FP32))
+        CompiledSession(str(FP32))
     child = _bench(FP32, "--delegate", "gpu", "--runs", "3", "--json", "--meter", "none")
     assert child.returncode == 3, child.stderr
     assert "LiteRT GPU accelerator" in child.stderr and "Vulkan" in child.stderr
@@ -110,5 +110,5 @@ def test_the_profile_checks_the_options_this_litert_has():
     """profiles/ keeps its own list (a profile loads without LiteRT installed): it must be
     the installed GpuOptions' fields."""
     from profiles.providers import LITERT_GPU_OPTIONS
-    from runtimes.litert_gpu import gpu_option_names
+    from runtimes.litert_compiled import gpu_option_names
     assert set(LITERT_GPU_OPTIONS) == set(gpu_option_names())

@@ -1,4 +1,7 @@
-"""LiteRT's GPU accelerator: `delegate: gpu` in a profile, `--delegate gpu` for the runner.
+"""LiteRT's CompiledModel API: its GPU accelerator (`delegate: gpu` in a profile,
+`--delegate gpu` for the runner), and its CPU accelerator where XNNPACK's weight cache is
+asked for (`xnnpack_weight_cache`, `--xnnpack-weight-cache DIR`: runtimes.xnnpack_cache),
+which the Interpreter API cannot give.
 
 ai-edge-litert 2.x ships its GPU accelerator in the wheel (libLiteRtWebGpuAccelerator.so:
 WebGPU, on Vulkan under Linux) and reaches it through the CompiledModel API, not the
@@ -17,17 +20,22 @@ quantized tensors as the interpreter session.
 """
 from __future__ import annotations
 
+import atexit
+import ctypes
 import dataclasses
 import os
+import platform
 import re
+import sys
 
 import numpy as np
 
+from runtimes import xnnpack_cache
 from runtimes.errors import ProviderUnavailable, RuntimeInputError
-from runtimes.litert_session import (dequantized, is_quantized, load_error, new_interpreter,
-                                     to_native)
+from runtimes.litert_session import (dequantized, input_specs, is_quantized, load_error,
+                                     new_interpreter, to_native)
 from runtimes.native_log import native_output_captured
-from runtimes.session import Session, TensorSpec
+from runtimes.session import Session
 
 GPU_DELEGATE = "gpu"          # the `delegate` value that picks this accelerator
 GPU_LABEL = "LiteRT GPU"      # where nodes ran, in placement reports
@@ -43,9 +51,34 @@ def _compiled_model_api():
         from ai_edge_litert import compiled_model
     except ImportError:
         raise ProviderUnavailable(
-            "the LiteRT GPU accelerator needs ai-edge-litert 2.x (its CompiledModel API): "
-            "pip install 'ai-edge-litert>=2.0'; tflite-runtime has no GPU accelerator") from None
+            "LiteRT's GPU accelerator and XNNPACK's weight cache need ai-edge-litert 2.x (its "
+            "CompiledModel API): pip install 'ai-edge-litert>=2.0'; tflite-runtime has "
+            "neither") from None
     return compiled_model
+
+
+_AT_HWCAP, _HWCAP_ATOMICS = 16, 1 << 8    # getauxval's key; aarch64's LSE bit in it
+
+
+def _missing_cpu_feature() -> str | None:
+    """What the CompiledModel runtime needs that this CPU lacks. ai-edge-litert 2.3's
+    aarch64 build uses the ARMv8.1 LSE atomics and kills the process with SIGILL where
+    they are missing ("compiled with lse enabled, but this feature is not available"):
+    seen on a Cortex-A72, the Raspberry Pi 4's core, emulated. The kernel's hardware
+    capabilities say it (also under qemu-user, which /proc/cpuinfo does not)."""
+    if platform.machine() not in ("aarch64", "arm64") or sys.platform != "linux":
+        return None
+    hwcap = _hwcap()
+    return None if hwcap is None or hwcap & _HWCAP_ATOMICS else "the ARMv8.1 LSE atomics"
+
+
+def _hwcap() -> int | None:
+    try:
+        getauxval = ctypes.CDLL(None).getauxval
+    except (OSError, AttributeError):
+        return None
+    getauxval.restype, getauxval.argtypes = ctypes.c_ulong, [ctypes.c_ulong]
+    return int(getauxval(_AT_HWCAP))
 
 
 def gpu_option_names() -> tuple[str, ...]:
@@ -74,18 +107,28 @@ def gpu_options(api, options: dict | None):
 
 
 def compile_model(path: str, accelerator: str = GPU_DELEGATE, threads: int | None = None,
-                  options: dict | None = None):
+                  options: dict | None = None, weight_cache: str | None = None):
     """A CompiledModel of `path` on the GPU accelerator with CPU fallback, or
     ProviderUnavailable with what LiteRT said when the GPU cannot be used here.
-    `accelerator="cpu"` compiles for the CPU alone: the same API and buffers on any
-    machine, which is how this module is tested where there is no GPU."""
+    `accelerator="cpu"` compiles for the CPU alone (XNNPACK): the same API and buffers on
+    any machine, which is how this module is tested where there is no GPU.
+    `weight_cache`: the file XNNPACK keeps its packed weights in (runtimes.xnnpack_cache
+    names it)."""
     if not os.path.isfile(path):
         raise RuntimeInputError(f"model file not found: {path}")
     api = _compiled_model_api()
+    missing = _missing_cpu_feature()
+    if missing:
+        raise ProviderUnavailable(
+            f"ai-edge-litert's CompiledModel runtime (LiteRT's GPU accelerator, XNNPACK's "
+            f"weight cache) needs {missing}, which this CPU lacks (a Raspberry Pi 4's "
+            "Cortex-A72 is ARMv8.0): it would stop the process. Leave `delegate: gpu` and "
+            "`xnnpack_weight_cache` out here; the interpreter runs the model")
     accel = api.HardwareAccelerator
     wanted = accel.CPU if accelerator == "cpu" else accel.GPU | accel.CPU
-    settings = api.Options(hardware_accelerators=wanted,
-                           cpu_options=api.CpuOptions(num_threads=threads or os.cpu_count()),
+    cpu = api.CpuOptions(num_threads=threads or os.cpu_count(),
+                         xnnpack_weight_cache_path=weight_cache or "")
+    settings = api.Options(hardware_accelerators=wanted, cpu_options=cpu,
                            gpu_options=gpu_options(api, options))
     failure = None
     with native_output_captured() as log:
@@ -122,32 +165,54 @@ def _unavailable(path: str, said: list[str]) -> str:
             "or leave `delegate: gpu` out to measure on the CPU")
 
 
-class LiteRTGpuSession(Session):
+_EXIT_QUIETED = []
+
+
+def _quiet_exit() -> None:
+    """That environment is destroyed only as the process ends, after Python's last
+    output, logging each accelerator again: fd 2 is pointed at /dev/null then (Python
+    runs atexit handlers before the C++ library's destructors)."""
+    if _EXIT_QUIETED:
+        return
+    _EXIT_QUIETED.append(True)
+
+    def silence() -> None:
+        sys.stderr.flush()
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, 2)
+        os.close(devnull)
+    atexit.register(silence)
+
+
+class CompiledSession(Session):
     engine = "litert"
 
     def __init__(self, path: str, threads: int | None = None, options: dict | None = None,
-                 accelerator: str = GPU_DELEGATE):
+                 accelerator: str = GPU_DELEGATE, weight_cache_dir: str | None = None):
         # Tensor names and quantization from an interpreter that is never allocated:
         # the compiled model reports neither scales nor zero points.
         _, interpreter = new_interpreter(path, threads, xnnpack=False)
         self._inputs = interpreter.get_input_details()
         self._outputs = interpreter.get_output_details()
         del interpreter
-        self._model = compile_model(path, accelerator, threads, options)
-        self.threads, self.options, self.accelerator = threads, dict(options or {}), accelerator
+        # the CPU alone runs one thread unless told, as the interpreter session does
+        self.threads = threads or (1 if accelerator == "cpu" else None)
+        self.options, self.accelerator = dict(options or {}), accelerator
+        self.weight_cache = None
+        cache = xnnpack_cache.cache_file(path, weight_cache_dir) if weight_cache_dir else None
+        existed = bool(cache) and os.path.exists(cache)
+        self._model = compile_model(path, accelerator, self.threads, options, cache)
+        if cache:
+            self.weight_cache = xnnpack_cache.describe_file(cache, existed)
         signatures = self._model.get_signature_list()
         if not signatures:
-            raise load_error(path, ValueError("the model has no signature, which the GPU "
-                                              "accelerator's API runs models by"))
+            raise load_error(path, ValueError("the model has no signature, which LiteRT's "
+                                              "CompiledModel API runs models by"))
         self._signature = next(iter(signatures))
         self._order_by_signature()
         self.fully_accelerated = self._model.is_fully_accelerated()
         self._new_buffers()
-        self.inputs = tuple(
-            TensorSpec(d["name"], tuple(int(x) for x in d["shape"]),
-                       "float32" if is_quantized(d) else np.dtype(d["dtype"]).name,
-                       np.dtype(d["dtype"]).name if is_quantized(d) else None)
-            for d in self._inputs)
+        self.inputs = input_specs(self._inputs)
         self.outputs = tuple(d["name"] for d in self._outputs)
 
     def _order_by_signature(self) -> None:
@@ -169,6 +234,13 @@ class LiteRTGpuSession(Session):
             [tuple(int(x) for x in c["shape"]) for c in details(self._signature).values()]
             for details in (self._model.get_input_tensor_details,
                             self._model.get_output_tensor_details))
+        # ai-edge-litert 2.3 makes a LiteRT environment of its own at the first buffer
+        # write of the process, logging each accelerator it registers: written here, with
+        # zeros, where that log is kept off the screen (the model is not run).
+        with native_output_captured():
+            for buffer, detail, shape in zip(self._in_buffers, self._inputs, self._in_shapes):
+                buffer.write(np.zeros(shape, detail["dtype"]))
+        _quiet_exit()
 
     def native_feeds(self, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         return {d["name"]: to_native(d, feeds[d["name"]]) for d in self._inputs}
@@ -203,9 +275,13 @@ class LiteRTGpuSession(Session):
         return results
 
     def describe(self) -> dict:
+        on_cpu = self.accelerator == "cpu"   # XNNPACK is LiteRT's CPU accelerator
         return {"engine": self.engine, "interpreter": "ai_edge_litert.compiled_model",
-                "threads": self.threads, "xnnpack": None, "delegate": self.accelerator,
-                "delegate_options": self.options, "fully_accelerated": self.fully_accelerated,
+                "threads": self.threads, "xnnpack": True if on_cpu else None,
+                "delegate": None if on_cpu else self.accelerator,
+                **({"delegate_options": self.options} if self.options else {}),
+                "fully_accelerated": self.fully_accelerated,
+                **({"xnnpack_weight_cache": self.weight_cache} if self.weight_cache else {}),
                 "quantized_io": any(is_quantized(d) for d in [*self._inputs, *self._outputs])}
 
     def close(self) -> None:
