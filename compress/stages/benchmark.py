@@ -177,7 +177,10 @@ def pool_rounds(rounds: list[dict]) -> dict:
         throughput_per_s=pooled["batch_size"] * len(samples) / sum(r["window_s"] for r in rounds),
         peak_rss_mb=max(r["peak_rss_mb"] for r in rounds),
         model_rss_mb=max(r["model_rss_mb"] for r in rounds),
-        wall_s=statistics.median(r["wall_s"] for r in rounds))
+        wall_s=statistics.median(r["wall_s"] for r in rounds),
+        # each round is a fresh process: its load and first call, the median of them
+        **{key: statistics.median(r[key] for r in rounds)
+           for key in ("load_ms", "first_run_ms") if all(key in r for r in rounds)})
     return pooled
 
 
@@ -203,6 +206,8 @@ def _record(result: dict, job: Job, metric_info, host=None) -> dict:
         "model_memory_mb": result["model_rss_mb"], "size_bytes": result["size_bytes"],
         "energy_mj": result["energy_mj"], "energy_note": result["energy_note"],
         "runner_wall_s": result["wall_s"],
+        # a device's older runner may not say them
+        "load_ms": result.get("load_ms"), "first_run_ms": result.get("first_run_ms"),
         "power": result.get("power"), "conditions": result.get("conditions"),
         "placement": result.get("placement"),
         "metric": metric, "torch_loaded": result["torch_loaded"],

@@ -41,6 +41,7 @@ def test_report_has_every_section(finished):
     assert {"p50", "p90", "p99", "mean"} <= set(bench["latency_ms"])
     assert bench["energy_mj"] is None and bench["energy_note"]
     assert {"name", "value", "baseline", "drop"} <= set(bench["metric"])
+    assert bench["load_ms"] > 0 and bench["first_run_ms"] > 0   # the runner's, pooled
     assert "Which variant fits which device" in (result.run_dir / "report.md").read_text()
 
 
