@@ -16,6 +16,9 @@ import time
 
 import pytest
 
+# ~100 s of loopback SSH runs: `make test-remote`, which CI runs after `make test`
+pytestmark = pytest.mark.remote
+
 from tests.conftest import pipeline_dict, run_cli, write_pipeline
 from tests.sshd_server import free_port, known_hosts_line, make_keypair, start_sshd
 
