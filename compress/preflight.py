@@ -14,16 +14,16 @@ the profile does not run).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from compress.errors import ConfigError, MissingDependency, ModelError
 from compress.measuring import engine_flags, engine_for, required_engine, settings_of
 from export.op_support import (PRESET_TABLES, TABLES, ModelUnreadable, OpTable, check,
-                               list_ops, table_for_delegate, table_for_provider)
+                               list_ops, table_for)
 from runtimes import engines
 from runtimes.litert_compiled import GPU_DELEGATE
 
-CPU_EP = "CPUExecutionProvider"
 # Checked on ai-edge-litert 2.3: its analyzer (_pywrap_analyzer_wrapper, gpu_compatibility)
 # calls every model compatible, one of RFFT2D and COMPLEX_ABS included, so it is no check.
 GPU_NO_TABLE = ("LiteRT's GPU accelerator has no op table here: the GPU compatibility "
@@ -37,13 +37,11 @@ class Target:
     """What a profile runs a model on."""
     engine: str
     table: OpTable | None
-    providers: list                    # onnxruntime: [(name, options)] in priority order
-    delegate: str | None
-    xnnpack: bool
-    fallback_to: str                   # where ops the accelerator does not take run
-    accelerated_by: str | None         # the provider or delegate the table is for
+    settings: engines.Settings           # the profile's, as its benchmarks open sessions
+    accelerators: tuple                  # (name, options) the engine hands nodes to, in order
+    fallback_to: str                     # where ops the accelerator does not take run
+    accelerated_by: str | None           # the provider or delegate the table is for
     note: str | None = None
-    delegate_options: dict | None = None
 
 
 def _target(profile, fmt: str) -> Target:
@@ -54,27 +52,23 @@ def _target(profile, fmt: str) -> Target:
         raise ModelError(f"profile '{profile.name}' runs {runtime.listed()} only "
                          f"(runtime.engines): give it a {wanted} model")
     engine = required_engine(engine, fmt)   # auto: the accelerator of the format's default
-    providers = [(p.name, dict(p.options)) for p in getattr(runtime, "providers", None) or ()
-                 if p.name != CPU_EP] if engine == "onnxruntime" else []
-    delegate = runtime.delegate if engine == "litert" else None
-    target = Target(engine, None, providers, delegate, runtime.xnnpack, "CPU", None,
-                    delegate_options=dict(runtime.delegate_options) if delegate else None)
-    if engine == "onnxruntime":
-        for index, (name, options) in enumerate(providers):
-            table = table_for_provider(name, options)
-            if table is not None:
-                later = [n for n, _ in providers[index + 1:]]
-                target.table, target.accelerated_by = table, name
-                target.fallback_to = " or ".join([*later, "CPU"])
-                return target
-    elif delegate:
-        target.table, target.accelerated_by = table_for_delegate(delegate), delegate
-        if delegate == GPU_DELEGATE:
-            target.note = GPU_NO_TABLE
+    settings = settings_of(runtime, runtime.threads)
+    accelerators = engines.get(engine).accelerators(settings)
+    target = Target(engine, None, settings, accelerators, "CPU", None)
+    for index, (name, options) in enumerate(accelerators):
+        table = table_for(name, options)
+        if table is not None:
+            later = [n for n, _ in accelerators[index + 1:]]
+            target.table, target.accelerated_by = table, name
+            target.fallback_to = " or ".join([*later, "CPU"])
+            return target
+    if accelerators:
+        target.accelerated_by = accelerators[0][0]
+        target.note = GPU_NO_TABLE if target.accelerated_by == GPU_DELEGATE else None
         return target
     preset = profile.export.preset
     table = TABLES.get(PRESET_TABLES.get(preset or ""))
-    if table is not None and table.format == fmt and not providers:
+    if table is not None and table.format == fmt:
         target.table = table
         target.note = (f"the profile configures no provider or delegate, so its benchmarks "
                        f"run on the CPU; checked against its export preset '{preset}' "
@@ -113,18 +107,8 @@ def _measured_in(python: str, path: str, profile, target: Target,
 def _measured(path: str, target: Target, threads: int | None) -> tuple[dict | None, str | None]:
     """The placement the runtime really makes here, or why there is none."""
     from runtimes.errors import ProviderUnavailable, RuntimeInputError
-    from runtimes.placement import onnx_placement
-
+    settings = dataclasses.replace(target.settings, threads=threads)
     try:
-        if target.engine == "onnxruntime":
-            import onnxruntime as ort
-            missing = [n for n, _ in target.providers if n not in ort.get_available_providers()]
-            if missing:
-                return None, f"not installed here: {', '.join(missing)}"
-            return onnx_placement(path, target.providers, threads=threads), None
-        settings = engines.Settings(threads=threads, xnnpack=target.xnnpack,
-                                    delegate=target.delegate,
-                                    delegate_options=target.delegate_options)
         return engines.get(target.engine).placement(path, settings, {}), None
     except ProviderUnavailable as exc:
         return None, f"not available here: {exc}"
@@ -172,9 +156,8 @@ def preflight(model: str, profile_name: str, measure: bool = True,
               "notes": [target.note] if target.note else [], "placement": None,
               "placement_note": None}
     if target.table is None:
-        accelerated = target.accelerated_by or next((n for n, _ in target.providers), None)
-        if accelerated or target.delegate:
-            report["verdict"] = (f"no op table for {accelerated or target.delegate}: nodes it "
+        if target.accelerated_by:
+            report["verdict"] = (f"no op table for {target.accelerated_by}: nodes it "
                                  "does not take run on the CPU")
         else:
             accelerator = profile.device.accelerator
@@ -204,7 +187,7 @@ def preflight(model: str, profile_name: str, measure: bool = True,
                 f"{fallback['nodes']} of {n} ops ({', '.join(fallback['op_types'])}) would "
                 f"fall back to {to}"
                 + (f", ~{share:.1%} of FLOPs (estimate)" if share is not None else ""))
-    if measure and (target.providers or target.delegate):
+    if measure and target.accelerators:
         report["placement"], report["placement_note"] = (
             _measured_in(python, model, profile, target, profile.runtime.threads) if python else
             _measured(model, target, profile.runtime.threads))

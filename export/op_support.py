@@ -187,6 +187,12 @@ def table_for_delegate(library: str) -> OpTable | None:
     return EDGETPU if "edgetpu" in os.path.basename(library).lower() else None
 
 
+def table_for(accelerator: str, options: dict | None = None) -> OpTable | None:
+    """The table of an engine's accelerator (runtimes.engines' `accelerators`): an
+    onnxruntime execution provider as configured, or a LiteRT delegate library."""
+    return table_for_provider(accelerator, options) or table_for_delegate(accelerator)
+
+
 # --- reading models ---------------------------------------------------------------------
 
 @dataclass(frozen=True)

@@ -55,6 +55,8 @@ class Engine:
     add_arguments: Callable          # (argparse group) -> None: those flags
     settings_from: Callable          # parsed arguments -> {Settings field: value}
     accelerated: Callable = lambda settings: False  # placement worth reporting
+    accelerators: Callable = lambda settings: ()  # Settings -> ((name, options), ...): what
+    #                                  it hands nodes to, in priority order (the CPU: the rest)
     preload: Callable = lambda: None  # import the library (before the idle memory reading)
     check: Callable = lambda settings: None  # Settings -> None, or RuntimeInputError for
     #                                          settings of its own that cannot go together

@@ -113,4 +113,6 @@ ENGINE = register(Engine(
     settings_from=_settings,
     # XNNPACK is a delegate too: where each op ran is worth reporting
     accelerated=lambda settings: bool(settings.delegate) or settings.xnnpack,
-    preload=_preload, check=_check))
+    preload=_preload, check=_check,
+    accelerators=lambda settings: ((settings.delegate, dict(settings.delegate_options)),)
+    if settings.delegate else ()))

@@ -5,6 +5,8 @@ from __future__ import annotations
 from runtimes.engines import Engine, Settings, option_text, register
 from runtimes.errors import RuntimeInputError
 
+CPU_PROVIDER = "CPUExecutionProvider"   # takes what the others leave: no accelerator
+
 
 def _open(path: str, settings: Settings):
     from runtimes.onnx_session import OnnxRuntimeSession
@@ -59,4 +61,6 @@ ENGINE = register(Engine(
     add_arguments=_add_arguments,
     settings_from=lambda args: {"providers": parse_providers(args.provider,
                                                              args.provider_option)},
-    accelerated=lambda settings: bool(settings.providers), preload=_preload))
+    accelerated=lambda settings: bool(settings.providers), preload=_preload,
+    accelerators=lambda settings: tuple((name, dict(options)) for name, options
+                                        in settings.providers if name != CPU_PROVIDER)))

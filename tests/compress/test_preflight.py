@@ -142,7 +142,7 @@ def test_unsupported_op_on_the_htp_exits_1(capsys, onnx_models):
     assert code == 1
     assert "Erf" in out and "not supported by Qualcomm HTP (QNN)" in out
     assert "warning: dynamic input dimensions" in out
-    assert "not installed here: QNNExecutionProvider" in out
+    assert "not available here: QNNExecutionProvider is not available" in out
     code, out, _ = _cli(capsys, onnx_models["static"], "--profile", "qcs6490")
     assert code == 0 and "verdict: all 7 ops on the Qualcomm HTP (QNN)" in out
 
