@@ -49,17 +49,6 @@ def baseline_engines(runtime, fmt: str) -> tuple[str | None, tuple[str, ...]]:
     return primary, tuple(name for name in others if name != primary)
 
 
-def settings_of(runtime, threads: int, precision: str | None = None) -> engines.Settings:
-    """The engine settings a profile's `runtime` asks for (every engine's: each reads its
-    own), with `threads` and an artifact's inference `precision` where it names one."""
-    return engines.Settings(
-        threads=threads, providers=tuple((p.name, dict(p.options)) for p in runtime.providers),
-        xnnpack=runtime.xnnpack, xnnpack_weight_cache=runtime.xnnpack_weight_cache,
-        delegate=runtime.delegate,
-        delegate_options=dict(runtime.delegate_options),
-        **({"precision": precision} if precision else {}))
-
-
 def engine_flags(engine: str, settings: engines.Settings, fmt: str) -> list[str]:
     """The runner's flags for `engine` (AUTO: for every engine that may be chosen) with
     `settings`."""

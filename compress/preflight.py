@@ -14,11 +14,10 @@ the profile does not run).
 """
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
 
 from compress.errors import ConfigError, MissingDependency, ModelError
-from compress.measuring import engine_flags, engine_for, required_engine, settings_of
+from compress.measuring import engine_flags, engine_for, required_engine
 from export.op_support import (PRESET_TABLES, TABLES, ModelUnreadable, OpTable, check,
                                list_ops, table_for)
 from runtimes import engines
@@ -52,7 +51,7 @@ def _target(profile, fmt: str) -> Target:
         raise ModelError(f"profile '{profile.name}' runs {runtime.listed()} only "
                          f"(runtime.engines): give it a {wanted} model")
     engine = required_engine(engine, fmt)   # auto: the accelerator of the format's default
-    settings = settings_of(runtime, runtime.threads)
+    settings = runtime.settings(runtime.threads)
     accelerators = engines.get(engine).accelerators(settings)
     target = Target(engine, None, settings, accelerators, "CPU", None)
     for index, (name, options) in enumerate(accelerators):
@@ -76,15 +75,15 @@ def _target(profile, fmt: str) -> Target:
     return target
 
 
-def _runner_flags(profile, target: Target, threads: int | None) -> list[str]:
+def _runner_flags(target: Target) -> list[str]:
     """The runner's options for the placement `target` makes."""
+    threads = target.settings.threads
     flags = ["--threads", str(threads)] if threads else []
     fmt = engines.get(target.engine).formats[0]
-    return flags + engine_flags(target.engine, settings_of(profile.runtime, threads), fmt)
+    return flags + engine_flags(target.engine, target.settings, fmt)
 
 
-def _measured_in(python: str, path: str, profile, target: Target,
-                 threads: int | None) -> tuple[dict | None, str | None]:
+def _measured_in(python: str, path: str, target: Target) -> tuple[dict | None, str | None]:
     """The placement the runner makes in another environment (one whose onnxruntime has
     the provider: onnxruntime-openvino, onnxruntime-qnn), from one run of the runner."""
     import os
@@ -92,7 +91,7 @@ def _measured_in(python: str, path: str, profile, target: Target,
     from compress.measuring import Unavailable, measure_in_subprocess
     cmd = [python, "-m", "runtimes", "bench", os.path.abspath(path), "--runs", "1",
            "--warmup", "0", "--meter", "none", "--placement", "--json",
-           *_runner_flags(profile, target, threads)]
+           *_runner_flags(target)]
     try:
         return measure_in_subprocess(cmd, 600, lambda **_: None)["placement"], None
     except OSError as exc:
@@ -104,12 +103,11 @@ def _measured_in(python: str, path: str, profile, target: Target,
         return None, f"the runner in {python} failed: {str(exc).strip().splitlines()[-1]}"
 
 
-def _measured(path: str, target: Target, threads: int | None) -> tuple[dict | None, str | None]:
+def _measured(path: str, target: Target) -> tuple[dict | None, str | None]:
     """The placement the runtime really makes here, or why there is none."""
     from runtimes.errors import ProviderUnavailable, RuntimeInputError
-    settings = dataclasses.replace(target.settings, threads=threads)
     try:
-        return engines.get(target.engine).placement(path, settings, {}), None
+        return engines.get(target.engine).placement(path, target.settings, {}), None
     except ProviderUnavailable as exc:
         return None, f"not available here: {exc}"
     except (RuntimeInputError, ImportError) as exc:
@@ -189,8 +187,7 @@ def preflight(model: str, profile_name: str, measure: bool = True,
                 + (f", ~{share:.1%} of FLOPs (estimate)" if share is not None else ""))
     if measure and target.accelerators:
         report["placement"], report["placement_note"] = (
-            _measured_in(python, model, profile, target, profile.runtime.threads) if python else
-            _measured(model, target, profile.runtime.threads))
+            _measured_in(python, model, target) if python else _measured(model, target))
     measured = (report["placement"] or {}).get("fallback") or {}
     if measured.get("nodes"):
         report["verdict"] += (f"; measured here, {measured['nodes']} node(s) ran elsewhere "

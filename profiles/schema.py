@@ -71,8 +71,9 @@ class Runtime(_Strict):
     xnnpack_weight_cache: Optional[str] = Field(
         None, description="LiteRT: a directory on the measuring machine (~ expanded) where "
         "XNNPACK keeps each model's packed weights in a file named by the model's content; "
-        "later loads map them instead of packing again (faster loads, less memory). Empty: "
-        "no cache. Needs ai-edge-litert 2.x and xnnpack: true")
+        "later loads map them instead of packing again (faster loads and less memory for "
+        "models with megabytes of weights; smaller ones gain nothing). Empty: no cache. "
+        "Needs ai-edge-litert 2.x and xnnpack: true")
     delegate: Optional[str] = Field(
         None, description="LiteRT: 'gpu' for LiteRT's GPU accelerator (WebGPU on Vulkan, "
         "shipped with ai-edge-litert), or an external delegate library to load, e.g. "
@@ -100,12 +101,20 @@ class Runtime(_Strict):
     @model_validator(mode="after")
     def _settings_go_together(self):
         try:   # each engine's own rule, as the runner applies it to its flags
-            engine_registry.check(engine_registry.Settings(
-                xnnpack=self.xnnpack, delegate=self.delegate,
-                xnnpack_weight_cache=self.xnnpack_weight_cache))
+            engine_registry.check(self.settings(self.threads))
         except RuntimeInputError as exc:
             raise ValueError(str(exc)) from None
         return self
+
+    def settings(self, threads: int | None,
+                 precision: str | None = None) -> engine_registry.Settings:
+        """The engine settings this runtime asks for (every engine's: each reads its own),
+        with `threads` and an artifact's inference `precision` where it names one."""
+        return engine_registry.Settings(
+            threads=threads, providers=tuple((p.name, dict(p.options)) for p in self.providers),
+            xnnpack=self.xnnpack, xnnpack_weight_cache=self.xnnpack_weight_cache,
+            delegate=self.delegate, delegate_options=dict(self.delegate_options),
+            **({"precision": precision} if precision else {}))
 
     @property
     def auto(self) -> bool:

@@ -198,7 +198,7 @@ def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str |
     if opts.cpus:
         pin(list(opts.cpus))
     engine = engines.chosen(model, opts.engine)
-    engine.preload()  # before the idle reading, so the model's share excludes the library
+    engine.preload(opts.settings)  # before the idle reading, so the model's share excludes the library
     # read before the idle reading, so the model's memory share excludes the data
     raw, raw_eval = _read_inputs(inputs), _read_inputs(eval_inputs)
     idle_rss = current_rss_mb()

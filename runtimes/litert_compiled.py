@@ -23,6 +23,7 @@ from __future__ import annotations
 import atexit
 import ctypes
 import dataclasses
+import functools
 import os
 import platform
 import re
@@ -31,13 +32,13 @@ import sys
 import numpy as np
 
 from runtimes import xnnpack_cache
+from runtimes.engines.litert import GPU_DELEGATE
 from runtimes.errors import ProviderUnavailable, RuntimeInputError
 from runtimes.litert_session import (dequantized, input_specs, is_quantized, load_error,
                                      new_interpreter, to_native)
 from runtimes.native_log import native_output_captured
 from runtimes.session import Session
 
-GPU_DELEGATE = "gpu"          # the `delegate` value that picks this accelerator
 GPU_LABEL = "LiteRT GPU"      # where nodes ran, in placement reports
 SPLIT_UNREPORTED = "LiteRT GPU or CPU (split not reported)"
 
@@ -139,6 +140,8 @@ def compile_model(path: str, accelerator: str = GPU_DELEGATE, threads: int | Non
         except RuntimeError as exc:
             failure = str(exc).strip()
             environment.close()   # now, while its teardown log is still captured
+    if accelerator == "cpu":   # nothing to be unavailable: the model does not load
+        raise load_error(path, RuntimeError(failure))
     raise ProviderUnavailable(_unavailable(path, _gpu_log_lines(log.text) or [failure]))
 
 
@@ -165,16 +168,11 @@ def _unavailable(path: str, said: list[str]) -> str:
             "or leave `delegate: gpu` out to measure on the CPU")
 
 
-_EXIT_QUIETED = []
-
-
+@functools.cache
 def _quiet_exit() -> None:
     """That environment is destroyed only as the process ends, after Python's last
     output, logging each accelerator again: fd 2 is pointed at /dev/null then (Python
-    runs atexit handlers before the C++ library's destructors)."""
-    if _EXIT_QUIETED:
-        return
-    _EXIT_QUIETED.append(True)
+    runs atexit handlers before the C++ library's destructors). Once per process."""
 
     def silence() -> None:
         sys.stderr.flush()

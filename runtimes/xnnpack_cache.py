@@ -2,18 +2,20 @@
 file, and mapped from it by every later load of the same model.
 
 Without it every LiteRT session packs the weights again in its own heap; with the file
-present EfficientNet-Lite0's FP32 file loads 2.7x faster in 13 MB less memory
-(docs/engines.md, "LiteRT settings that matter"). ai-edge-litert reaches it through its
+present EfficientNet-Lite0's FP32 file (18 MB) loads 2.7x faster in 13 MB less memory,
+while files of a few MB or less gain nothing (docs/engines.md, "LiteRT settings that
+matter"). ai-edge-litert reaches it through its
 CompiledModel API only (CpuOptions.xnnpack_weight_cache_path).
 
 LiteRT matches a cache file to a model by buffer position, not by content: a model
 re-exported with other weights at the same path silently runs with the old weights
-(measured: outputs off by up to 6.9 on EfficientNet-Lite0 with its weights halved). So
+(tests/runtimes/test_xnnpack_cache.py shows it: the digits CNN with its weights halved
+gave the original's outputs). So
 the file's name here is a digest of the model's bytes and of what decides the packed
 layout (the LiteRT version, the CPU's architecture and its SIMD features): a changed
 model, runtime or machine gets a file of its own, never a stale one, and a copy of a model
-(what a benchmark pushes to a device) finds the file its original wrote. Reading a model
-through the hash costs about as much as packing it (12 ms for 18 MB on the EPYC VM), so each file's
+(what a benchmark pushes to a device) finds the file its original wrote. Hashing every
+byte of the model at each load would spend much of what the cache saves, so each file's
 digest is kept beside the caches under a key of its path, inode, size and modification
 time: a model is read once, not at every load.
 """

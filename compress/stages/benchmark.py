@@ -20,8 +20,7 @@ from pydantic import (Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, Po
 from compress.artifacts import artifact_files
 from compress.bench_inputs import custom_score, outputs_path, write_inputs
 from compress.measuring import (AUTO, Unavailable, baseline_engines, engine_flags, engine_for,
-                                measure_in_subprocess, needed_engines, reports_placement,
-                                settings_of)
+                                measure_in_subprocess, needed_engines, reports_placement)
 from compress.stagebase import StageConfig, register
 from runtimes import engines
 from runtimes.measure import summarize_latencies
@@ -104,7 +103,7 @@ def plan_jobs(candidates, targets, cores: dict[str, int],
                 continue
             # More threads than the cores it may use only measures contention.
             usable = min(cores[target], len(runtime.cpu_affinity or ()) or cores[target])
-            settings = settings_of(runtime, min(runtime.threads or usable, usable),
+            settings = runtime.settings(min(runtime.threads or usable, usable),
                                    artifact.meta.get("inference_precision"))
             job = Job(artifact, is_baseline, target, engine, settings, device_flags(profile),
                       (pythons or {}).get(target))

@@ -57,7 +57,8 @@ class Engine:
     accelerated: Callable = lambda settings: False  # placement worth reporting
     accelerators: Callable = lambda settings: ()  # Settings -> ((name, options), ...): what
     #                                  it hands nodes to, in priority order (the CPU: the rest)
-    preload: Callable = lambda: None  # import the library (before the idle memory reading)
+    preload: Callable = lambda settings: None  # import what `settings` will use (before
+    #                                            the idle memory reading)
     check: Callable = lambda settings: None  # Settings -> None, or RuntimeInputError for
     #                                          settings of its own that cannot go together
 

@@ -9,13 +9,23 @@ from runtimes.engines import Engine, Settings, option_text, register
 from runtimes.errors import RuntimeInputError
 
 
+GPU_DELEGATE = "gpu"   # the `delegate` value that picks LiteRT's GPU accelerator
+
+
+def _compiled(settings: Settings) -> bool:
+    """Whether the session is LiteRT's CompiledModel API (runtimes.litert_compiled): the
+    GPU accelerator and XNNPACK's weight cache are reached only through it."""
+    return settings.delegate == GPU_DELEGATE or bool(settings.xnnpack_weight_cache)
+
+
 def _open(path: str, settings: Settings):
-    cache = settings.xnnpack_weight_cache
-    if settings.delegate == "gpu" or cache:
+    if _compiled(settings):
+        _check(settings)   # also for a session opened from Python, not from a profile
         from runtimes.litert_compiled import CompiledSession
         return CompiledSession(path, threads=settings.threads,
-                               options=settings.delegate_options, weight_cache_dir=cache,
-                               accelerator="gpu" if settings.delegate else "cpu")
+                               options=settings.delegate_options,
+                               weight_cache_dir=settings.xnnpack_weight_cache,
+                               accelerator=settings.delegate or "cpu")
     from runtimes.litert_session import LiteRTSession
     return LiteRTSession(path, threads=settings.threads, xnnpack=settings.xnnpack,
                          delegate=settings.delegate, delegate_options=settings.delegate_options)
@@ -29,7 +39,7 @@ def _check(settings: Settings) -> None:
     if not settings.xnnpack:
         raise RuntimeInputError("the XNNPACK weight cache needs XNNPACK: drop --no-xnnpack "
                                 "(`xnnpack: false`) or the weight cache")
-    if settings.delegate not in (None, "gpu"):
+    if settings.delegate not in (None, GPU_DELEGATE):
         raise RuntimeInputError(
             f"the XNNPACK weight cache cannot go with the delegate '{settings.delegate}' "
             "(LiteRT gives it only through its CompiledModel API, which loads no external "
@@ -41,7 +51,7 @@ def _placement(path: str, settings: Settings, described: dict, feeds=None) -> di
     GPU says only whether it took the whole model, which the timed session (`described`)
     has told already."""
     from runtimes.placement import litert_gpu_placement, litert_placement
-    if settings.delegate == "gpu":
+    if settings.delegate == GPU_DELEGATE:
         return litert_gpu_placement(path, threads=settings.threads,
                                     options=settings.delegate_options,
                                     fully_accelerated=described.get("fully_accelerated"))
@@ -66,7 +76,8 @@ def _add_arguments(group) -> None:
     group.add_argument("--xnnpack-weight-cache", metavar="DIR",
                        help="keep XNNPACK's packed weights in a file in DIR, named by the "
                        "model's content, and map them from there on later loads (faster "
-                       "loads, less memory)")
+                       "loads and less memory for models with megabytes of weights; "
+                       "smaller ones gain nothing)")
     group.add_argument("--delegate", help="'gpu' for LiteRT's GPU accelerator, or an external "
                        "delegate library to load (e.g. libedgetpu.so.1). Exit code 3 when it "
                        "cannot be used here")
@@ -94,14 +105,18 @@ def _settings(args) -> dict:
             "delegate_options": parse_delegate_options(args.delegate, args.delegate_option)}
 
 
-def _preload() -> None:
+def _preload(settings: Settings) -> None:
+    """The API the session will use, so its load time holds no import; only that one, so
+    an interpreter's idle memory holds no CompiledModel runtime."""
+    if _compiled(settings):
+        try:
+            import runtimes.litert_compiled  # noqa: F401
+            import ai_edge_litert.compiled_model  # noqa: F401
+        except ImportError:
+            pass   # the session says what is missing
+        return
     from runtimes.litert_session import interpreter_module
     interpreter_module()
-    try:   # the CompiledModel API too (the GPU, the weight cache), so no session's
-        import ai_edge_litert.compiled_model  # noqa: F401  load time holds an import
-        import runtimes.litert_compiled  # noqa: F401
-    except ImportError:
-        pass
 
 
 ENGINE = register(Engine(

@@ -51,7 +51,7 @@ def parse_providers(names: list[str], options: list[str]) -> tuple:
     return tuple(chosen.items())
 
 
-def _preload() -> None:
+def _preload(settings: Settings) -> None:
     import onnxruntime  # noqa: F401
 
 

@@ -36,7 +36,7 @@ def _add_arguments(group) -> None:
                        "when it is not here")
 
 
-def _preload() -> None:
+def _preload(settings) -> None:
     import openvino  # noqa: F401
 
 

@@ -74,6 +74,23 @@ def test_a_model_with_other_weights_never_runs_on_a_stale_cache(tmp_path, held_o
     assert len(list((tmp_path / "cache").glob("*.xnnpack_cache"))) == 2
 
 
+def test_why_the_name_is_the_models_content(tmp_path, monkeypatch, held_out):  # noqa: F811
+    """With one file name for both models (as a cache named by path would give a model
+    re-exported in place), LiteRT runs the second model on the first one's weights."""
+    from runtimes import xnnpack_cache
+    images, _ = held_out
+    changed = tmp_path / "changed.tflite"
+    _with_weights_scaled(FP32, changed, 0.5)
+    monkeypatch.setattr(xnnpack_cache, "cache_file",
+                        lambda path, directory: str(tmp_path / "one-name.xnnpack_cache"))
+    with _open(FP32, tmp_path) as original:
+        original_out = _predict(original, images[:16])
+    with _open(changed, tmp_path) as stale:
+        assert _cache_of(stale)["hit"] is True
+        np.testing.assert_allclose(_predict(stale, images[:16]), original_out, rtol=1e-5,
+                                   atol=1e-5)
+
+
 def test_a_copy_of_a_model_finds_the_cache_its_original_wrote(tmp_path):
     """What a benchmark pushed to a device gives: the same bytes at another path."""
     copy = tmp_path / "pushed" / "model.tflite"
