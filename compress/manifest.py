@@ -22,7 +22,20 @@ def package_versions() -> dict:
     return versions
 
 
-def build_manifest(pipeline, config_sha256: str, source_sha256: str, targets) -> dict:
+def measured_threads(benchmarks, targets) -> dict:
+    """{target: the threads its measurements ran with}: one number, a sorted list where
+    they differ, None where nothing was measured. What ran, not what the profile asked:
+    the runner caps a profile's threads at the measuring machine's cores."""
+    used = {name: sorted({b["runtime"].get("threads") for b in benchmarks
+                          if b["target"] == name and b.get("runtime")} - {None})
+            for name, _ in targets}
+    return {name: (found[0] if len(found) == 1 else found or None)
+            for name, found in used.items()}
+
+
+def build_manifest(pipeline, config_sha256: str, source_sha256: str, targets,
+                   benchmarks=()) -> dict:
+    """`benchmarks`: every measurement of the run (comparisons too), for the threads."""
     return {
         "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "command": " ".join(sys.argv),
@@ -30,7 +43,7 @@ def build_manifest(pipeline, config_sha256: str, source_sha256: str, targets) ->
         "packages": package_versions(),
         "host": describe_host(),
         "seed": pipeline.seed,
-        "threads": {name: profile.runtime.threads for name, profile in targets},
+        "threads": measured_threads(benchmarks, targets),
         "config_sha256": config_sha256,
         "source_model_sha256": source_sha256,
     }

@@ -66,18 +66,3 @@ def speedup_text(gain: dict | None, digits: int = 2) -> str:
         text += f"; {same['speedup_p50']:.{digits}f}x vs {same['baseline']} on {same['engine']}"
     return text
 
-
-def engine_baseline_table(report: dict) -> list[str]:
-    """The baselines' runs on the targets' other engines, beside the target's own."""
-    rows = report.get("engine_baselines") or []
-    if not rows:
-        return []
-    lines = ["FP32 baselines on each engine of a target (the second speed-up above is against "
-             "the one on the variant's engine; these runs are timed only, never judged):", "",
-             "| target | baseline | engine | p50 ms | p90 ms |", "|---|---|---|---:|---:|"]
-    for b in [*(x for x in report["benchmarks"] if x["baseline"]), *rows]:
-        lat = b.get("latency_ms")
-        times = (f"{lat['p50']:.3f} | {lat['p90']:.3f}" if lat else
-                 f"unmeasured: {b.get('unmeasured')} | —")
-        lines.append(f"| {b['target']} | {b['artifact']} | {b['engine']} | {times} |")
-    return lines + [""]

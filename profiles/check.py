@@ -7,6 +7,12 @@ from typing import Callable, Optional
 from profiles.schema import Profile
 
 PASS, FAIL, UNMEASURED, OFF_TARGET = "pass", "fail", "unmeasured", "off-target"
+# An energy or power budget of a profile whose meter is optional (power.required: false),
+# on a machine with no meter at all: not judged, and not a failure even with --strict.
+NO_METER = "no-meter"
+METERED = ("energy_mj", "power_w")
+NO_METER_REASON = ("the budget applies where a meter is (RAPL, an external meter: "
+                   "docs/reference.md, Power and energy)")
 
 
 @dataclass(frozen=True)
@@ -40,8 +46,16 @@ _READERS: dict[str, tuple[Callable[[dict], Optional[float]], bool]] = {
 }
 
 
+def _unmeasured(key: str, m: dict, profile: Profile) -> tuple[str, str]:
+    """The status and reason of a budget with no number."""
+    # no `power` record: no meter was found (a meter that gave nothing stays unmeasured)
+    if key in METERED and not profile.power.required and not m.get("power"):
+        return NO_METER, f"{m.get('energy_note') or 'no power meter'}; {NO_METER_REASON}"
+    return UNMEASURED, _unmeasured_reason(key, m)
+
+
 def _unmeasured_reason(key: str, m: dict) -> str:
-    if key in ("energy_mj", "power_w"):
+    if key in METERED:
         return m.get("energy_note") or "no power meter"
     if key == "accuracy_drop":
         return "no evaluation data in the pipeline (data.evaluation)"
@@ -65,7 +79,7 @@ def on_target(profile: Profile, measured_on: dict) -> tuple[bool, str]:
 
 
 def check(measurement: dict, profile: Profile, artifact: str, target: str) -> list[Verdict]:
-    """One verdict per budgeted metric: pass, fail, unmeasured or off-target."""
+    """One verdict per budgeted metric: pass, fail, unmeasured, no-meter or off-target."""
     is_on_target, off_reason = on_target(profile, measurement["measured_on"])
     verdicts = []
     for key, limit in profile.budget.model_dump().items():
@@ -74,7 +88,7 @@ def check(measurement: dict, profile: Profile, artifact: str, target: str) -> li
         read, device_dependent = _READERS[key]
         value = read(measurement)
         if value is None:
-            status, reason = UNMEASURED, _unmeasured_reason(key, measurement)
+            status, reason = _unmeasured(key, measurement, profile)
         elif device_dependent and not is_on_target:
             status, reason = OFF_TARGET, off_reason
         else:
@@ -84,18 +98,21 @@ def check(measurement: dict, profile: Profile, artifact: str, target: str) -> li
 
 
 def unmeasured_verdicts(profile: Profile, artifact: str, target: str, reason: str,
-                        size_bytes: int) -> list[Verdict]:
-    """Verdicts for an artifact x target that could not be measured (its accelerator is
-    not on the measuring machine): every budget unmeasured with the reason, except the
-    file's size, which is the same everywhere."""
+                        size_bytes: int, known: dict | None = None) -> list[Verdict]:
+    """Verdicts for an artifact x target that was not measured (its accelerator is not on
+    the measuring machine, or it was not timed, being over a budget checked first):
+    every budget unmeasured with the reason, except the file's size, which is the same
+    everywhere, and the values `known` from elsewhere ({budget key: value or None}: the
+    metric's drop, measured on another target)."""
     verdicts = []
+    known = {k: v for k, v in (known or {}).items() if v is not None}
     for key, limit in profile.budget.model_dump().items():
         if limit is None:
             continue
-        if key == "model_size_mb":
-            size = size_bytes / 2**20
-            verdicts.append(Verdict(artifact, target, key, limit, size,
-                                    PASS if size <= limit else FAIL))
+        if key == "model_size_mb" or key in known:
+            value = size_bytes / 2**20 if key == "model_size_mb" else known[key]
+            verdicts.append(Verdict(artifact, target, key, limit, value,
+                                    PASS if value <= limit else FAIL))
         else:
             verdicts.append(Verdict(artifact, target, key, limit, None, UNMEASURED, reason))
     return verdicts

@@ -160,6 +160,12 @@ class Power(_Strict):
     idle_seconds: NonNegativeFloat = Field(
         1.0, description="idle power is measured this long before the timed window and "
         "subtracted from the energy per inference (0: not subtracted)")
+    required: StrictBool = Field(
+        True, description="whether the energy_mj and power_w budgets need a meter. true: "
+        "no meter is an 'unmeasured' verdict, which --strict counts as a failure (a board "
+        "that has one). false: on a machine with no meter the verdict is 'no-meter', which "
+        "--strict does not count; where a meter is found the budget is a real pass or fail "
+        "(a profile for whatever machine runs the benchmark)")
 
     @model_validator(mode="after")
     def _command_needs_meter_command(self):

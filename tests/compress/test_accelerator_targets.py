@@ -36,7 +36,10 @@ def test_a_gpu_target_without_its_provider_is_unmeasured(project):
             assert verdict["status"] == "unmeasured"
             assert "TensorrtExecutionProvider" in verdict["reason"]
     fits = [f for f in report["fits"] if f["target"] == "jetson-orin-nano"]
-    assert fits and all(f["fits"].startswith("unknown, unmeasured:") for f in fits)
+    assert fits and all(f["fits"] == "unknown, unmeasured" for f in fits)
+    # the reason, once per target and budget
+    assert "TensorrtExecutionProvider" in \
+        report["unmeasured_reasons"]["jetson-orin-nano"]["latency_p90_ms"]
     strict = run_cli("run", path, "--strict", cwd=project)
     assert strict.returncode == 1  # ...but --strict counts it as a failure
 

@@ -120,7 +120,4 @@ def test_exit_code_1_when_a_budget_is_missed_and_strict(project):
 
     ungated = write_pipeline(project, pipeline_dict(targets=[{"profile": "tight.yaml", "gate": False}]))
     assert run_cli("run", ungated, "--quiet", cwd=project).returncode == 0
-
-    host = write_pipeline(project, pipeline_dict(targets=["host-cpu"]))
-    strict = run_cli("run", host, "--quiet", "--strict", cwd=project)
-    assert strict.returncode == 1  # energy is unmeasured here: strict counts it as a failure
+    # --strict with and without a meter: tests/compress/test_report_details.py

@@ -19,6 +19,7 @@ import pytest
 # ~100 s of loopback SSH runs: `make test-remote`, which CI runs after `make test`
 pytestmark = pytest.mark.remote
 
+from compress.mdtext import md
 from tests.conftest import pipeline_dict, run_cli, write_pipeline
 from tests.sshd_server import free_port, known_hosts_line, make_keypair, start_sshd
 
@@ -77,7 +78,7 @@ def test_pipeline_measures_on_the_ssh_target_and_cleans_up(project, sshd, workdi
     # the device keeps nothing: the temporary directory is gone
     assert list(workdir.iterdir()) == []
     text = (project / "runs" / "t" / "report.md").read_text()
-    assert f"over SSH ({sshd.address})" in text
+    assert f"over SSH ({md(sshd.address)})" in text   # as report.md escapes names
 
 
 def _assert_clean_failure(child, workdir, *phrases):
