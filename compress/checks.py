@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 
 from compress.errors import ConfigError, DataError, ModelError
+from compress.tracking import check_pipeline as check_tracking
 from profiles import ProfileError, load_profile
 
 
@@ -242,6 +243,7 @@ def _check_reference(ctx) -> None:
 
 def preflight(ctx) -> None:
     check_run_dir(ctx.pipeline)
+    check_tracking(ctx.pipeline)
     _check_data(ctx)
     _check_meters(ctx)
     _check_local_pythons(ctx)
