@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-remote test-emulated accelerator-envs openvino-env qnn-env gpu-env efficientnet-gpu setup clean efficientnet engines prune-distill minilm tflite accuracy-aware \
+.PHONY: demo test test-remote test-emulated accelerator-envs openvino-env qnn-env gpu-env efficientnet-gpu setup clean efficientnet engines prune-distill minilm tflite accuracy-aware search \
 	runner-overhead ssh-loopback conformance memory
 
 setup: $(STAMP)
@@ -14,7 +14,7 @@ setup: $(STAMP)
 # constraints.txt pins the CPU build of torch: an unpinned torch pulls GBs of CUDA packages.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[pipeline,dev,examples,inc]"
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[pipeline,dev,examples,inc,search,report,tracking]"
 	touch $(STAMP)
 
 examples/quickstart/digits_cnn.pt: $(STAMP) examples/quickstart/train.py examples/quickstart/model.py
@@ -49,6 +49,11 @@ minilm: $(STAMP)
 tflite: $(STAMP) examples/quickstart/digits_cnn.pt
 	$(VENV)/bin/compress run examples/quickstart/tflite.yaml
 	$(VENV)/bin/compress run examples/efficientnet_lite0/tflite.yaml
+
+# A search: EfficientNet-Lite0 in 12 variants against host-cpu, rpi4 and rpi5 budgets, one
+# recommendation per target (runs/efficientnet_search/report.md, report.html; docs/search.md)
+search: $(STAMP)
+	$(VENV)/bin/compress run examples/search/pipeline.yaml
 
 accuracy-aware: $(STAMP) examples/quickstart/digits_cnn.pt
 	$(VENV)/bin/compress run examples/quickstart/accuracy_aware.yaml

@@ -15,9 +15,31 @@ def pipeline(**fields) -> Pipeline:
     return parse_pipeline(fields)
 
 
+def renamed(pipeline: Pipeline, name: str | None, output: str | None) -> Pipeline:
+    """The pipeline with its run folder moved: `--name` and `--output` (relative to the
+    working directory, as a path typed in a shell is) over the YAML's."""
+    update = {}
+    if name is not None:
+        update["name"] = _checked_name(name)
+    if output is not None:
+        update["output"] = str(Path(output).resolve())
+    return pipeline.model_copy(update=update) if update else pipeline
+
+
+def _checked_name(name: str) -> str:
+    import re
+    from compress.errors import ConfigError
+    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in (".", "..") or len(name) > 200:
+        raise ConfigError(f"--name {name!r}: a run name is a folder name: letters, digits, "
+                          "_ . - (not '.' or '..'), at most 200 characters")
+    return name
+
+
 def run(pipeline: Union[str, Path, Pipeline, dict], *, force: bool = False,
-        strict: bool = False, quiet: bool = True) -> Result:
+        strict: bool = False, quiet: bool = True, name: str | None = None,
+        output: str | None = None) -> Result:
     """Run a pipeline given as a YAML path, a `Pipeline` object or a dict of its fields.
+    `name` and `output` put the run in another folder than the pipeline names.
 
     Returns a Result with `artifacts`, `benchmarks`, `verdicts`, `passed` and `run_dir`.
     Raises a CompressError subclass for bad input (ConfigError, DataError, ModelError, ...).
@@ -33,4 +55,14 @@ def run(pipeline: Union[str, Path, Pipeline, dict], *, force: bool = False,
         from compress.errors import ConfigError
         raise ConfigError(f"compress.run takes a YAML path, a Pipeline or a dict, not "
                           f"{type(pipeline).__name__}")
+    pipeline = renamed(pipeline, name, output)
+    if pipeline.search is not None:
+        from compress.search import run_search
+        return run_search(pipeline, force=force, strict=strict, quiet=quiet,
+                          config_text=config_text, note=_note(quiet))
     return run_pipeline(pipeline, force=force, strict=strict, quiet=quiet, config_text=config_text)
+
+
+def _note(quiet: bool):
+    import sys
+    return (lambda message: None) if quiet else (lambda message: print(message, file=sys.stderr))

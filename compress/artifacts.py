@@ -15,6 +15,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from compress import stage_cache
 from runtimes.loader import sha256_file  # noqa: F401  (also imported from here)
 
 STAGE_RECORD = "stage.json"
@@ -71,11 +72,13 @@ def write_json_atomic(path: Path, data) -> None:
 class StageDir:
     """The directory `runs/<name>/NN-<stage>/` of one stage."""
 
-    def __init__(self, run_dir: Path, slug: str, artifact_id: str | None = None):
+    def __init__(self, run_dir: Path, slug: str, artifact_id: str | None = None,
+                 shared: Path | None = None):
         self.run_dir, self.slug = run_dir, slug
         self.artifact_id = artifact_id or slug
         self.final = run_dir / slug
         self.tmp = run_dir / f".{slug}.partial"
+        self.shared = shared   # the stage cache of every run (compress.stage_cache)
 
     def cached(self, key: str) -> Optional[list[Artifact]]:
         """The artifacts of a finished run of this stage with this key, if still intact."""
@@ -87,11 +90,34 @@ class StageDir:
         if record.get("key") != key:
             return None
         artifacts = [Artifact(**a) for a in record["artifacts"]]
-        for artifact in artifacts:
-            path = self.run_dir / artifact.path
-            if not path.is_file() or sha256_artifact(path) != artifact.sha256:
-                return None
+        return artifacts if self._intact(artifacts) else None
+
+    def _intact(self, artifacts: list[Artifact]) -> bool:
+        return all((self.run_dir / a.path).is_file()
+                   and sha256_artifact(self.run_dir / a.path) == a.sha256 for a in artifacts)
+
+    def from_shared(self, key: str) -> Optional[list[Artifact]]:
+        """The stage as another run (or search trial) made it: linked into this run's
+        folder from the shared cache, named as this run names it; None if not there."""
+        found = stage_cache.lookup(self.shared, key) if self.shared else None
+        if found is None:
+            return None
+        folder, record = found
+        self.begin()
+        stage_cache.link_into(folder, self.tmp)
+        many = len(record["artifacts"]) > 1
+        artifacts = [Artifact(**{**a, "id": f"{self.artifact_id}.{i}" if many else self.artifact_id,
+                                 "path": str(Path(self.slug) / a["path"])})
+                     for i, a in enumerate(record["artifacts"])]
+        if not self._intact_in_tmp(artifacts):
+            self.abort()
+            return None
+        self._install(key, artifacts, record["stage"], record["config"])
         return artifacts
+
+    def _intact_in_tmp(self, artifacts: list[Artifact]) -> bool:
+        return all(sha256_artifact(self.tmp / Path(a.path).relative_to(self.slug)) == a.sha256
+                   for a in artifacts)
 
     def begin(self) -> Path:
         shutil.rmtree(self.tmp, ignore_errors=True)
@@ -113,12 +139,21 @@ class StageDir:
                 parent=parent, path=str(Path(self.slug) / rel_inside),
                 size_bytes=sum(os.path.getsize(p) for p in artifact_files(out.path)),
                 sha256=sha256_artifact(Path(out.path)), meta=out.meta))
-        write_json_atomic(self.tmp / STAGE_RECORD, {
-            "key": key, "stage": stage, "config": config,
-            "artifacts": [a.to_dict() for a in artifacts]})
+        self._install(key, artifacts, stage, config)
+        if self.shared:
+            stage_cache.share(self.shared, key, self.final, self._record(key, artifacts, stage,
+                                                                         config))
+        return artifacts
+
+    @staticmethod
+    def _record(key, artifacts, stage, config) -> dict:
+        return {"key": key, "stage": stage, "config": config,
+                "artifacts": [a.to_dict() for a in artifacts]}
+
+    def _install(self, key, artifacts, stage, config) -> None:
+        write_json_atomic(self.tmp / STAGE_RECORD, self._record(key, artifacts, stage, config))
         shutil.rmtree(self.final, ignore_errors=True)
         os.replace(self.tmp, self.final)
-        return artifacts
 
 
 def cache_key(*parts) -> str:

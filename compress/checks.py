@@ -18,6 +18,8 @@ def resolve_targets(pipeline) -> tuple[list, set]:
             profile = load_profile(target.profile, base_dir=str(pipeline.base_dir))
         except ProfileError as exc:
             raise ConfigError(str(exc), field=f"targets.{index}") from None
+        if target.runtime_overrides():
+            profile = _with_runtime(profile, target.runtime_overrides(), index)
         name = target.name or profile.name
         if name in dict(targets):
             raise ConfigError(f"target '{name}' is listed twice; give one of them its own "
@@ -26,6 +28,20 @@ def resolve_targets(pipeline) -> tuple[list, set]:
         if target.gate:
             gated.add(name)
     return targets, gated
+
+
+def _with_runtime(profile, overrides: dict, index: int):
+    """The profile with a target's own threads or engines (checked as the profile's)."""
+    from pydantic import ValidationError
+    from profiles.validation import message_of
+    try:
+        runtime = type(profile.runtime).model_validate(
+            {**profile.runtime.model_dump(), **overrides})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise ConfigError(message_of(error), field=f"targets.{index}.{error['loc'][0]}") \
+            from None
+    return profile.model_copy(update={"runtime": runtime})
 
 
 def apply_target_defaults(pipeline, targets: list):

@@ -33,8 +33,24 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("file")
     run.add_argument("--force", action="store_true", help="redo stages even if cached")
     run.add_argument("--strict", action="store_true",
-                     help="unmeasured and off-target verdicts count as failures")
+                     help="unmeasured and off-target verdicts count as failures (no-meter, "
+                     "an energy budget a profile waives on a machine without a meter, "
+                     "does not)")
     run.add_argument("--quiet", action="store_true", help="no progress display")
+    run.add_argument("--name", help="name of the run (its folder under the output folder); "
+                     "default: the pipeline's `name`")
+    run.add_argument("--output", help="parent folder of the run folder (relative to here); "
+                     "default: the pipeline's `output`")
+    runs = sub.add_parser("runs", help="list the finished runs under an output folder")
+    runs.add_argument("--output", default="runs", help="the output folder (default: runs)")
+    runs.add_argument("--all", action="store_true", help="earlier runs of each name too")
+    runs.add_argument("--json", action="store_true")
+    compare = sub.add_parser("compare", help="what changed between two runs: settings, "
+                             "versions, numbers, verdicts, recommendations")
+    compare.add_argument("a", help="a run name under --output (its latest run), name~N (its "
+                         "N-th newest, see `compress runs --all`), a run folder or a report.json")
+    compare.add_argument("b")
+    compare.add_argument("--output", default="runs", help="the output folder (default: runs)")
     validate = sub.add_parser("validate", help="check a pipeline.yaml and exit")
     validate.add_argument("file")
     sub.add_parser("schema", help="print the pipeline JSON Schema")
@@ -53,15 +69,22 @@ def _parser() -> argparse.ArgumentParser:
 
 def _cmd_run(args) -> int:
     from compress.api import run
-    result = run(args.file, force=args.force, strict=args.strict, quiet=args.quiet)
+    result = run(args.file, force=args.force, strict=args.strict, quiet=args.quiet,
+                 name=args.name, output=args.output)
     _print_summary(result)
     return result.exit_code
 
 
 def _print_summary(result) -> None:
+    """Each variant's fit per target, then what to ship per target, with its numbers."""
     for row in result.report["fits"]:
         label = row["artifact"] + (" (baseline)" if row["baseline"] else "")
         print(f"{row['target']:<18} {label:<28} {row['fits']}")
+    for target, reasons in result.report.get("unmeasured_reasons", {}).items():
+        for budget, reason in reasons.items():   # once per target, not once per row
+            print(f"{target:<18} {budget} unmeasured: {reason}")
+    for rec in result.report.get("recommendations", ()):
+        print(rec["summary"])
     status = "PASSED" if result.passed else "FAILED"
     print(f"{status}: report at {result.run_dir.resolve() / 'report.md'} (json: report.json)")
 
@@ -71,8 +94,15 @@ def _cmd_validate(args) -> int:
     from compress.checks import apply_target_defaults, resolve_inputs, resolve_targets
     pipeline = load_pipeline(args.file)
     resolve_inputs(apply_target_defaults(pipeline, resolve_targets(pipeline)[0]))
+    searched = ""
+    if pipeline.search is not None:
+        import math
+        from compress.search_space import axes
+        space = axes(pipeline)
+        searched = (f", searching {math.prod(len(a.choices) for a in space)} combinations of "
+                    f"{', '.join(a.key for a in space)}")
     print(f"{args.file}: valid pipeline '{pipeline.name}' with {len(pipeline.stages)} stages "
-          f"and {len(pipeline.targets)} targets")
+          f"and {len(pipeline.targets)} targets{searched}")
     return 0
 
 
@@ -110,7 +140,38 @@ def _cmd_preflight(args) -> int:
     return report["exit_code"]
 
 
-COMMANDS = {"run": _cmd_run, "validate": _cmd_validate, "schema": _cmd_schema,
+def _cmd_runs(args) -> int:
+    from pathlib import Path
+    from compress.history import list_runs
+    output = Path(args.output)
+    if not output.is_dir():
+        print(f"no runs: {output} is not a folder (give the pipeline's output folder with "
+              "--output)", file=sys.stderr)
+        return 2
+    found = list_runs(output, with_history=args.all)
+    if args.json:
+        print(json.dumps([{**e.__dict__, "folder": str(e.folder)} for e in found], indent=2))
+        return 0
+    for entry in found:
+        print(f"{entry.name:<28} {entry.created:<25} {'PASSED' if entry.passed else 'FAILED'}  "
+              f"config {entry.config_sha256[:8]}  {entry.folder}")
+        for line in entry.recommendations if entry.latest else ():
+            print(f"{'':<4}{line}")
+    return 0
+
+
+def _cmd_compare(args) -> int:
+    from pathlib import Path
+    from compress.compare import compare
+    from compress.history import resolve
+    reports = [resolve(ref, Path(args.output)) for ref in (args.a, args.b)]
+    loaded = [json.loads(path.read_text()) for path in reports]
+    print(f"A: {reports[0]}\nB: {reports[1]}")
+    print("\n".join(compare(*loaded)))
+    return 0
+
+
+COMMANDS = {"run": _cmd_run, "runs": _cmd_runs, "compare": _cmd_compare, "validate": _cmd_validate, "schema": _cmd_schema,
             "profiles": _cmd_profiles, "preflight": _cmd_preflight}
 
 

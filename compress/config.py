@@ -6,7 +6,7 @@ directory of the YAML file (or the working directory for pipelines built in Pyth
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Union
+from typing import Annotated, Optional, Union
 
 from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
 from pydantic_core import PydanticCustomError
@@ -15,7 +15,9 @@ from compress import stages as _stages  # noqa: F401  (registers every stage typ
 from compress.config_data import DataSource, DataSpec, Metric  # noqa: F401 (re-exported)
 from compress.config_model import (CALLABLE_NAME, DTYPES, ModelSpec, TensorDecl,  # noqa: F401
                                    TorchSource)
+from compress.config_search import SearchSpec
 from compress.config_targets import TargetSpec
+from compress.config_tracking import TrackingSpec
 from compress.errors import ConfigError
 from compress.quant.schemes import SCHEMES, scheme_of_setting
 from compress.stage_graph import GraphProblem, check_graph
@@ -46,6 +48,9 @@ class Pipeline(Strict):
     output: str = Field("runs", description="parent of the run directory runs/<name>/")
     seed: int = Field(0, ge=0, le=2**32 - 1, description="seed for anything random (data "
                       "shuffles, training); 0 to 4294967295")
+    search: Optional[SearchSpec] = Field(None, description="stage options as lists of "
+                                         "choices: the variants to try and recommend from")
+    tracking: Optional[TrackingSpec] = Field(None, description="log runs to MLflow")
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
 

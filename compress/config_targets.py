@@ -2,9 +2,9 @@
 measured (here, with another Python, or on a device over SSH)."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import Literal, Optional, Union
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, PositiveInt, field_validator, model_validator
 
 from compress.stagebase import Strict
 
@@ -36,9 +36,19 @@ class TargetSpec(Strict):
                          "directory (removed afterwards)")
     connect_timeout_s: float = Field(10.0, gt=0, le=300, description="seconds to wait for "
                                      "the SSH connection")
+    threads: Optional[PositiveInt] = Field(
+        None, description="measure with this many threads instead of the profile's "
+        "runtime.threads (a search can try several: `targets.rpi5.threads: [2, 4]`)")
+    engines: Optional[Union[Literal["auto"], tuple[str, ...]]] = Field(
+        None, description="the engines to measure with instead of the profile's "
+        "runtime.engines: a list in priority order, or auto")
     emulated: bool = Field(
         False, description="the host emulates the device (e.g. qemu-user): its timings are "
         "labelled as emulation and never pass a budget")
+
+    def runtime_overrides(self) -> dict:
+        """The profile's runtime settings this target replaces."""
+        return {k: getattr(self, k) for k in ("threads", "engines") if getattr(self, k)}
 
     @model_validator(mode="before")
     @classmethod

@@ -26,6 +26,8 @@ class RunContext:
     committed: list = field(default_factory=list)  # stage folders this run wrote
     hosts: dict = field(default_factory=dict)  # {target name: RemoteHost} for ssh targets
     cleanup_warnings: list = field(default_factory=list)  # what a device kept after a run
+    stage_cache: Optional[Path] = None        # stages shared by every run (stage_cache.py)
+    measured: Optional[dict] = None           # a search's measurements, reused by its trials
     _datasets: dict = field(default_factory=dict)
     _reference: object = None
     _reference_names: object = None

@@ -20,6 +20,9 @@ _PIP_NAMES = {
     "neural_compressor": "neural-compressor==3.10 py-cpuinfo prettytable accelerate",
     "litert_torch": "litert-torch",
     "torch_pruning": "torch-pruning",
+    "optuna": "optuna",                                    # the search extra
+    "plotly": "plotly",                                    # the report extra
+    "mlflow": "mlflow-skinny sqlalchemy alembic",          # the tracking extra
 }
 
 

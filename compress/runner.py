@@ -25,16 +25,18 @@ from compress.errors import CompressError, StageError
 from compress.manifest import build_manifest, package_versions
 from compress.model_source import external_digest, source_digest, write_source
 from compress.model_table import model_rows
-from compress import crash
+from compress import crash, history
 from compress.progress import Progress
+from compress.recommend import decision
 from compress.stage_graph import DEPLOYABLE
 from compress.runlock import RunLock
 from compress.remote.targets import close_hosts
 from compress.report import build_report, write_reports
 from compress.stagebase import STAGES
 from compress.stages.benchmark import plan_jobs
+from compress.tracking import track_result
 from compress.verify import verify_outputs
-from profiles import OFF_TARGET, PASS, UNMEASURED, check, unmeasured_verdicts
+from profiles import NO_METER, OFF_TARGET, PASS, UNMEASURED, check, unmeasured_verdicts
 
 
 @dataclass(frozen=True)
@@ -57,11 +59,17 @@ def _versions_key() -> dict:
 
 def _run_stage(ctx: RunContext, slug: str, key: str, make, force: bool,
                artifact_id: str | None = None) -> list[Artifact]:
-    stage_dir = StageDir(ctx.run_dir, slug, artifact_id)
+    stage_dir = StageDir(ctx.run_dir, slug, artifact_id, ctx.stage_cache)
     if not force:
         cached = stage_dir.cached(key)
         if cached is not None:
             ctx.progress.note(f"{slug}: reused (inputs and settings unchanged)")
+            return cached
+        cached = stage_dir.from_shared(key)
+        if cached is not None:
+            ctx.progress.note(f"{slug}: reused from the stage cache (another run made it "
+                              "with the same input and settings)")
+            ctx.committed.append(stage_dir.final)
             return cached
     ctx.out_dir = stage_dir.begin()
     started = time.perf_counter()
@@ -202,7 +210,7 @@ def _benchmark(ctx: RunContext, bench_stage, candidates) -> tuple[list[dict], li
     benchmarks = [b for b in benchmarks if not b["comparison"]]
     # An accelerator not on the measuring machine: no numbers, an honest 'unmeasured'.
     skipped += [{"artifact": b["artifact"], "target": b["target"], "reason": b["unmeasured"],
-                 "unmeasured": True, "baseline": b["baseline"]}
+                 "unmeasured": True, "baseline": b["baseline"], "drop": b.get("drop")}
                 for b in benchmarks if "unmeasured" in b]
     benchmarks = [b for b in benchmarks if "unmeasured" not in b]
     for bench in benchmarks + comparisons:  # with the clean-up time, known only now
@@ -220,7 +228,8 @@ def _verdicts(benchmarks: list[dict], skipped: list[dict], artifacts, ctx: RunCo
     for miss in (s for s in skipped if s.get("unmeasured")):
         verdicts.extend(unmeasured_verdicts(profiles[miss["target"]], miss["artifact"],
                                             miss["target"], miss["reason"],
-                                            sizes[miss["artifact"]]))
+                                            sizes[miss["artifact"]],
+                                            {"accuracy_drop": miss.get("drop")}))
     return verdicts
 
 
@@ -231,7 +240,8 @@ def gated_verdicts(verdicts, benchmarks: list[dict], gated: set, skipped=()) -> 
 
 
 def _passed(verdicts, strict: bool) -> bool:
-    ok = (PASS,) if strict else (PASS, UNMEASURED, OFF_TARGET)
+    # no-meter: a budget its profile judges only where a meter is (power.required: false)
+    ok = (PASS, NO_METER) if strict else (PASS, NO_METER, UNMEASURED, OFF_TARGET)
     return all(v.status in ok for v in verdicts)
 
 
@@ -257,23 +267,31 @@ def _report(ctx: RunContext, produced: tuple, gated: set, strict: bool,
     passed = _passed(gated_verdicts(verdicts, benchmarks, gated, skipped), strict)
     config_text = config_text or pipeline.model_dump_json()
     manifest = build_manifest(pipeline, hashlib.sha256(config_text.encode()).hexdigest(),
-                              artifacts[0].sha256, ctx.targets)
+                              artifacts[0].sha256, ctx.targets, [*benchmarks, *comparisons])
     report = build_report(pipeline, manifest, artifacts, benchmarks, verdicts, models,
                           gated=gated, passed=passed, strict=strict, skipped=skipped,
                           engine_baselines=comparisons,
                           cleanup_warnings=ctx.cleanup_warnings)
+    report.update(decision(artifacts, benchmarks, [v.to_dict() for v in verdicts],
+                           ctx.targets, ctx.run_dir, skipped))
+    report["pipeline"]["config"] = history.config_record(pipeline)
     write_reports(ctx.run_dir, report)
+    history.archive(ctx.run_dir, report)
     return Result(ctx.run_dir, artifacts, benchmarks, verdicts, passed, report)
 
 
 def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = False,
-                 quiet: bool = False, config_text: str | None = None) -> Result:
+                 quiet: bool = False, config_text: str | None = None,
+                 stage_cache: Path | None = None, measured: dict | None = None) -> Result:
+    """`stage_cache`: the folder of stages shared between runs (default: `.stages` in
+    the pipeline's output folder); `measured`: a search's memo of measurements."""
     crash.set_run_dir(None)  # a crash before this run's folder exists is not logged in the last
     targets, gated = resolve_targets(pipeline)
     pipeline = resolve_inputs(apply_target_defaults(pipeline, targets))
     run_dir = pipeline.run_dir
     with Progress(quiet=quiet) as progress:
-        ctx = RunContext(pipeline, progress, run_dir, targets=targets)
+        ctx = RunContext(pipeline, progress, run_dir, targets=targets, measured=measured,
+                         stage_cache=stage_cache or pipeline.resolve(pipeline.output) / ".stages")
         progress.note(f"{pipeline.name}: checking the model, data and profiles")
         preflight(ctx)
         created_run_dir = not run_dir.exists()
@@ -288,6 +306,7 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
         try:
             produced = _produce(ctx, force)
             result = _report(ctx, produced, gated, strict, config_text)
+            track_result(pipeline, result, progress.note)
             crash.set_run_dir(None)
             return result
         except BaseException:  # an error, a bug or Ctrl-C: no report from this run

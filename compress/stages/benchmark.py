@@ -19,6 +19,7 @@ from pydantic import (Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, Po
 
 from compress.artifacts import artifact_files
 from compress.bench_inputs import custom_score, outputs_path, write_inputs
+from compress.bench_screen import Screen
 from compress.measuring import (AUTO, Unavailable, baseline_engines, engine_flags, engine_for,
                                 measure_in_subprocess, needed_engines, reports_placement)
 from compress.stagebase import StageConfig, register
@@ -40,6 +41,10 @@ class Benchmark(StageConfig):
     artifacts: Optional[tuple[str, ...]] = Field(
         None, description="stage names whose ONNX or TFLite artifacts to measure beside the "
         "FP32 baselines (default: every final artifact, i.e. one no later stage consumed)")
+    skip_over_budget: bool = Field(
+        False, description="do not time a variant for a target whose size budget its file "
+        "misses, or whose accuracy budget its metric (from its first measurement) misses: "
+        "it is reported as not timed, with the budget it misses. A search sets it")
 
     @model_validator(mode="after")
     def _can_finish(self):
@@ -288,23 +293,49 @@ def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
     if metric_info is not None:
         metric_info["drop"] = ctx.metric().drop
     placed = _stage_on_hosts(jobs, ctx, files[0], files[1])
+    screen = Screen(ctx, config, metric_info)
+    keys = [screen.key(job) for job in jobs]
     rounds = {index: [] for index in range(len(jobs))}
-    unmeasured: dict[int, str] = {}   # job -> why its accelerator cannot be measured there
+    done: dict[int, dict] = {}   # job -> its record without timing: unmeasured, not timed,
+    #                              or a measurement this search already made
     for round_index in range(config.rounds):
         for index, job in enumerate(jobs):
-            if index in unmeasured:
+            if index in done:
+                continue
+            if round_index == 0 and _settled(index, job, keys[index], screen, done):
                 continue
             try:
                 rounds[index].append(_measure_once(index, job, round_index, placed, files,
                                                    config, ctx))
+                if round_index == 0:
+                    screen.saw(job, rounds[index][0])
                 if job.engine == AUTO:  # the later rounds time the engine the probe chose
                     jobs[index] = dataclasses.replace(
                         job, engine=rounds[index][0]["engine_choice"]["chosen"])
             except Unavailable as exc:
-                unmeasured[index] = str(exc)
+                done[index] = _untimed(job, unmeasured=str(exc))
                 ctx.progress.note(f"{job.artifact.id} on {job.target}: unmeasured: {exc}")
-    return [{"artifact": job.artifact.id, "target": job.target, "baseline": job.is_baseline,
-             "comparison": job.comparison, "engine": job.engine, "unmeasured": unmeasured[index]}
-            if index in unmeasured else
-            _record(pool_rounds(rounds[index]), job, metric_info, ctx.hosts.get(job.target))
-            for index, job in enumerate(jobs)]
+    records = [done.get(index) or _record(pool_rounds(rounds[index]), job, metric_info,
+                                          ctx.hosts.get(job.target))
+               for index, job in enumerate(jobs)]
+    for key, record in zip(keys, records):
+        screen.remember(key, record)
+    return records
+
+
+def _untimed(job: Job, **why) -> dict:
+    return {"artifact": job.artifact.id, "target": job.target, "baseline": job.is_baseline,
+            "comparison": job.comparison, "engine": job.engine, **why}
+
+
+def _settled(index: int, job: Job, key, screen: Screen, done: dict) -> bool:
+    """Whether the job needs no timing: over a budget checked first, or measured before
+    in this search (then `done` has its record)."""
+    skipped = screen.skip(job)
+    if skipped:
+        done[index] = _untimed(job, unmeasured=skipped[0], not_timed=True, drop=skipped[1])
+        return True
+    recalled = screen.recall(key, job)
+    if recalled:
+        done[index] = recalled
+    return recalled is not None

@@ -1,0 +1,231 @@
+"""`search:`: the variants a space describes, run as trials, then one recommendation per
+target from all of them (compress.search_report merges the trials' reports).
+
+Each trial is the pipeline with one combination of choices, run as a pipeline of its own
+in `runs/<name>/trials/<id>/`. Its stages come from the stage cache shared by every run,
+so a prefix the trials share (the export before five quantizations) runs once; its
+benchmark times a variant for a target only when the variant's file and metric fit the
+target's size and accuracy budgets (cheap checks first), and measurements repeat across
+trials only when something in them changed.
+
+Resuming: a finished trial leaves `trial.json` in its folder; a search run again with
+the same space skips those. With Optuna the study is kept in `runs/<name>/search.db`
+(sqlite): a trial a kill left running is marked failed and asked again first.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from compress.artifacts import write_json_atomic
+from compress.errors import CompressError
+from compress.search_space import axes, combinations, variant, variant_key
+
+TRIALS, STUDY_DB, RECORD = "trials", "search.db", "trial.json"
+OPTUNA_DEFAULT_TRIALS = 20
+COMPLETE, FAILED, DUPLICATE, SKIPPED = "complete", "failed", "duplicate", "skipped"
+# An objective for a trial with no timed variant on a target: worse than any real one.
+UNTIMED = 1e6
+
+
+@dataclass
+class Trial:
+    id: str
+    params: dict
+    state: str
+    error: Optional[str] = None
+    seconds: float = 0.0
+    variant_key: Optional[str] = None
+    same_as: Optional[str] = None           # a duplicate's finished twin
+    objectives: Optional[list] = None       # [worst p90 / budget over targets, best drop]
+    constraints: list = field(default_factory=list)   # <= 0: every budget of a target held
+
+
+@dataclass
+class Search:
+    """What every trial of one search shares."""
+    pipeline: object
+    space: list
+    out: Path
+    options: dict                           # force, strict, quiet for each trial's run
+    finished: dict = field(default_factory=dict)   # variant key -> Trial
+    trials: list = field(default_factory=list)
+    memo: dict = field(default_factory=dict)
+    started: float = field(default_factory=time.monotonic)
+    resumed: int = 0
+    targets: tuple = ()                     # the target names, in the pipeline's order
+
+
+def _load_finished(search: Search) -> None:
+    for record in sorted((search.out / TRIALS).glob(f"*/{RECORD}")):
+        try:
+            trial = Trial(**json.loads(record.read_text()))
+        except (OSError, ValueError, TypeError):
+            continue   # a record from another version: that trial is run again
+        if trial.variant_key and trial.state in (COMPLETE, FAILED):
+            search.finished[trial.variant_key] = trial
+
+
+def _objectives(report: dict) -> tuple[list, list]:
+    """[worst over the targets timed of the best p90 / latency budget, best metric drop],
+    and per target the smallest overrun of a budget by a variant of this trial (<= 0: one
+    meets them all; a variant not timed there is judged on its size and metric alone)."""
+    mine = [b for b in report["benchmarks"] if not b["baseline"]]
+    baselines = {b["artifact"] for b in report["benchmarks"] if b["baseline"]}
+    ratios, constraints = [], []
+    for target, budget in report.get("budgets", {}).items():
+        timed = [b["latency_ms"]["p90"] for b in mine if b["target"] == target]
+        if timed:
+            ratios.append(min(timed) / (budget.get("latency_p90_ms") or 1.0))
+        rows = [v for v in report["verdicts"] if v["target"] == target
+                and v["artifact"] not in baselines and v["value"] is not None]
+        overruns = {}
+        for v in rows:
+            overruns[v["artifact"]] = max(overruns.get(v["artifact"], -1.0),
+                                          v["value"] / v["budget"] - 1)
+        constraints.append(min(overruns.values(), default=1.0))
+    drops = [b["metric"]["drop"] for b in mine if b.get("metric")]
+    return [max(ratios, default=UNTIMED), min(drops, default=0.0)], constraints
+
+
+def _record(search: Search, trial: Trial) -> Trial:
+    folder = search.out / TRIALS / trial.id
+    folder.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(folder / RECORD, asdict(trial))
+    search.trials.append(trial)
+    if trial.variant_key and trial.state in (COMPLETE, FAILED):
+        search.finished[trial.variant_key] = trial
+    return trial
+
+
+def _variant(search: Search, params: dict, trial_id: str):
+    update = {"name": trial_id, "output": str(search.out / TRIALS), "tracking": None}
+    made, why = variant(search.pipeline, search.space, params, **update)
+    if made is None:
+        return None, why
+    last = made.stages[-1]
+    if last.type == "benchmark":   # cheap checks first: see compress.bench_screen
+        made = made.model_copy(update={"stages": made.stages[:-1] + (
+            last.model_copy(update={"skip_over_budget": True}),)})
+    return made, None
+
+
+def run_trial(search: Search, params: dict, trial_id: str) -> Trial:
+    """One combination: skipped (it cannot be made), a duplicate of a finished trial, or
+    run as a pipeline of its own (complete or failed, with why)."""
+    from compress.runner import run_pipeline
+    made, why = _variant(search, params, trial_id)
+    if made is None:
+        return _record(search, Trial(trial_id, params, SKIPPED, error=why))
+    key = variant_key(made)
+    twin = search.finished.get(key)
+    if twin is not None:
+        search.trials.append(Trial(trial_id, params, DUPLICATE, variant_key=key,
+                                   same_as=twin.id, objectives=twin.objectives,
+                                   constraints=twin.constraints, error=twin.error))
+        return search.trials[-1]
+    note = search.options["note"]
+    note(f"trial {trial_id}: {', '.join(f'{k}={v}' for k, v in params.items())}")
+    started = time.perf_counter()
+    try:
+        result = run_pipeline(made, force=search.options["force"],
+                              strict=search.options["strict"], quiet=search.options["quiet"],
+                              stage_cache=search.pipeline.resolve(search.pipeline.output)
+                              / ".stages", measured=search.memo)
+    except CompressError as exc:   # this variant cannot be made or measured: the others can
+        note(f"trial {trial_id} failed: {exc}")
+        return _record(search, Trial(trial_id, params, FAILED, str(exc),
+                                     time.perf_counter() - started, key))
+    objectives, constraints = _objectives(result.report)
+    return _record(search, Trial(trial_id, params, COMPLETE, None,
+                                 round(time.perf_counter() - started, 3), key,
+                                 objectives=objectives, constraints=constraints))
+
+
+def _out_of_time(search: Search) -> bool:
+    budget = search.pipeline.search.time_budget_s
+    return budget is not None and time.monotonic() - search.started > budget
+
+
+def _exhaustive(search: Search, limit: Optional[int]) -> None:
+    for index, params in enumerate(combinations(search.space)):
+        ran = sum(t.state in (COMPLETE, FAILED) for t in search.trials)
+        if (limit is not None and ran >= limit) or _out_of_time(search):
+            break
+        trial_id = f"t{index:03d}"
+        done = _finished_record(search, trial_id)
+        if done is not None and done.params == params:   # else another space's trial
+            search.trials.append(done)
+            search.resumed += 1
+            continue
+        run_trial(search, params, trial_id)
+
+
+def _finished_record(search: Search, trial_id: str) -> Optional[Trial]:
+    record = search.out / TRIALS / trial_id / RECORD
+    found = [t for t in search.finished.values() if t.id == trial_id]
+    if found:
+        return found[0]
+    if record.is_file():   # skipped combinations keep a record too
+        try:
+            return Trial(**json.loads(record.read_text()))
+        except (OSError, ValueError, TypeError):
+            return None
+    return None
+
+
+def strategy_of(search_spec, space) -> tuple[str, Optional[int]]:
+    """(exhaustive | optuna, how many trials at most: None for every combination)."""
+    total = math.prod(len(a.choices) for a in space)
+    strategy = search_spec.strategy
+    if strategy == "auto":
+        strategy = "exhaustive" if total <= (search_spec.max_trials or total) else "optuna"
+    if strategy == "exhaustive":
+        return strategy, search_spec.max_trials
+    return strategy, search_spec.max_trials or OPTUNA_DEFAULT_TRIALS
+
+
+def study_name(pipeline, space) -> str:
+    """The same pipeline and space resume one study; any change starts another."""
+    text = json.dumps([pipeline.name, [(a.key, repr(a.choices)) for a in space],
+                       repr(pipeline.stages), repr(pipeline.targets)])
+    return "search-" + hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def run_search(pipeline, *, force: bool = False, strict: bool = False, quiet: bool = False,
+               config_text: str | None = None, note=print):
+    """Run the trials and write the search's report; returns the runner's Result."""
+    from compress.checks import resolve_targets
+    from compress.runlock import RunLock
+    from compress.search_optuna import optuna_trials
+    from compress.search_report import conclude
+    from compress.tracking import check_pipeline
+    targets, _ = resolve_targets(pipeline)   # a profile that fails to load fails first
+    check_pipeline(pipeline)                 # and an MLflow store that cannot be used
+    space = axes(pipeline)
+    out = pipeline.run_dir
+    out.mkdir(parents=True, exist_ok=True)
+    search = Search(pipeline, space, out, {"force": force, "strict": strict,
+                                           "quiet": quiet, "note": note},
+                    targets=tuple(name for name, _ in targets))
+    lock = RunLock(out)
+    lock.acquire(note)
+    try:
+        if not force:   # --force redoes every trial, as it redoes every stage
+            _load_finished(search)
+        strategy, limit = strategy_of(pipeline.search, space)
+        note(f"{pipeline.name}: search, {strategy}, "
+             f"{math.prod(len(a.choices) for a in space)} combinations"
+             f"{f', at most {limit} trials' if limit else ''}")
+        if strategy == "exhaustive":
+            _exhaustive(search, limit)
+        else:
+            optuna_trials(search, limit, out / STUDY_DB, study_name(pipeline, space))
+        return conclude(search, strategy, config_text)
+    finally:
+        lock.release()
