@@ -83,13 +83,13 @@ def test_over_the_inline_limit_the_weights_go_to_one_data_file(small, tmp_path, 
     assert np.array_equal(*run)
 
 
-def _run(folder: Path, name: str, stage: dict) -> compress.api.Result:
+def _run(folder: Path, name: str, stage: dict, force: bool = False) -> compress.api.Result:
     pipeline = {"name": name, "model": {"onnx": "small.onnx"},
                 "data": {"calibration": "calibration.npz", "evaluation": "evaluation.npz",
                          "metric": {"type": "fidelity", "primary": "cosine"}},
                 "stages": [{"type": "quantize", "name": "q", **stage}], "output": "runs"}
     (folder / f"{name}.yaml").write_text(yaml.safe_dump(pipeline))
-    return compress.run(str(folder / f"{name}.yaml"), quiet=True)
+    return compress.run(str(folder / f"{name}.yaml"), quiet=True, force=force)
 
 
 def _outputs(path: Path, feeds) -> list:
@@ -109,7 +109,8 @@ def _outputs(path: Path, feeds) -> list:
 def test_tensor_by_tensor_makes_what_onnxruntime_makes(small, tmp_path, monkeypatch, stage):
     in_memory = _run(tmp_path, "in-memory", stage)
     monkeypatch.setattr(streamed, "STREAMING_BYTES", 0)  # every model is large now
-    by_tensor = _run(tmp_path, "by-tensor", stage)
+    # forced: the stage cache shared by every run would otherwise serve the first one's
+    by_tensor = _run(tmp_path, "by-tensor", stage, force=True)
     made = [r.artifacts[-1] for r in (in_memory, by_tensor)]
     assert "tensor_by_tensor" not in made[0].meta and "tensor_by_tensor" in made[1].meta
     assert made[0].meta["ops"] == made[1].meta["ops"]
@@ -138,7 +139,8 @@ def test_int4_keeps_excluded_gemms_float_on_both_paths(small, tmp_path, monkeypa
     stage = {"scheme": "int4-weight-only", "exclude_nodes": ["layer0", "layer1"]}
     in_memory = _run(tmp_path, "in-memory", stage)
     monkeypatch.setattr(streamed, "STREAMING_BYTES", 0)
-    by_tensor = _run(tmp_path, "by-tensor", stage)
+    # forced: the stage cache shared by every run would otherwise serve the first one's
+    by_tensor = _run(tmp_path, "by-tensor", stage, force=True)
     feeds = list(np.load(tmp_path / "evaluation.npz")["h0"].reshape(8, 2, 64))
     outputs = [_outputs(r.run_dir / r.artifacts[-1].path, feeds) for r in (in_memory, by_tensor)]
     for result in (in_memory, by_tensor):  # the Gemm layer0 became layer0_matmul, kept float
