@@ -8,8 +8,8 @@ measurement costs seconds to minutes. Only when the benchmark says `skip_over_bu
 
 Screen.recall: within one search, the same file measured the same way (engine, settings,
 runner flags, benchmark settings, the same machine) is measured once: trials share their
-baselines, and targets measured on this machine with the same engine and threads share
-their numbers (rpi4's and rpi5's off-device runs on a 2-core host are one measurement).
+baselines and every variant two trials both make, and targets measured on this machine
+with the same engine, threads and runner flags share their numbers.
 """
 from __future__ import annotations
 
