@@ -36,7 +36,7 @@ from compress.stagebase import STAGES
 from compress.stages.benchmark import plan_jobs
 from compress.tracking import track_result
 from compress.verify import verify_outputs
-from profiles import NO_METER, OFF_TARGET, PASS, UNMEASURED, check, unmeasured_verdicts
+from compress.judging import gated_verdicts, passed as all_passed, verdicts_of
 
 
 @dataclass(frozen=True)
@@ -219,32 +219,6 @@ def _benchmark(ctx: RunContext, bench_stage, candidates) -> tuple[list[dict], li
     return benchmarks, skipped, comparisons
 
 
-def _verdicts(benchmarks: list[dict], skipped: list[dict], artifacts, ctx: RunContext) -> list:
-    profiles = dict(ctx.targets)
-    verdicts = []
-    for bench in benchmarks:
-        verdicts.extend(check(bench, profiles[bench["target"]], bench["artifact"], bench["target"]))
-    sizes = {a.id: a.size_bytes for a in artifacts}
-    for miss in (s for s in skipped if s.get("unmeasured")):
-        verdicts.extend(unmeasured_verdicts(profiles[miss["target"]], miss["artifact"],
-                                            miss["target"], miss["reason"],
-                                            sizes[miss["artifact"]],
-                                            {"accuracy_drop": miss.get("drop")}))
-    return verdicts
-
-
-def gated_verdicts(verdicts, benchmarks: list[dict], gated: set, skipped=()) -> list:
-    """Verdicts that decide the exit code: candidates (not the baseline) on gated targets."""
-    baselines = {b["artifact"] for b in [*benchmarks, *skipped] if b.get("baseline")}
-    return [v for v in verdicts if v.target in gated and v.artifact not in baselines]
-
-
-def _passed(verdicts, strict: bool) -> bool:
-    # no-meter: a budget its profile judges only where a meter is (power.required: false)
-    ok = (PASS, NO_METER) if strict else (PASS, NO_METER, UNMEASURED, OFF_TARGET)
-    return all(v.status in ok for v in verdicts)
-
-
 def _produce(ctx: RunContext, force: bool) -> tuple[list, list, list, list]:
     """Stages, baselines and benchmark: (artifacts, benchmarks, skipped pairs, the
     baselines' runs on other engines)."""
@@ -263,8 +237,8 @@ def _report(ctx: RunContext, produced: tuple, gated: set, strict: bool,
     artifacts, benchmarks, skipped, comparisons = produced
     pipeline = ctx.pipeline
     models = model_rows(ctx, artifacts, benchmarks)
-    verdicts = _verdicts(benchmarks, skipped, artifacts, ctx)
-    passed = _passed(gated_verdicts(verdicts, benchmarks, gated, skipped), strict)
+    verdicts = verdicts_of(benchmarks, skipped, artifacts, ctx.targets)
+    passed = all_passed(gated_verdicts(verdicts, benchmarks, gated, skipped), strict)
     config_text = config_text or pipeline.model_dump_json()
     manifest = build_manifest(pipeline, hashlib.sha256(config_text.encode()).hexdigest(),
                               artifacts[0].sha256, ctx.targets, [*benchmarks, *comparisons])
