@@ -172,3 +172,35 @@ def test_a_targets_threads_and_engines_can_be_searched():
     data["search"]["space"] = {"targets.rpi9.threads": [1]}
     with pytest.raises(ConfigError, match="no target is named 'rpi9'; targets: host-cpu"):
         axes(parse_pipeline(data))
+
+
+def test_an_optuna_search_killed_mid_trial_resumes_from_its_study(tmp_path, digits_checkpoint):
+    """The study in sqlite: the trial the kill left running is failed and asked again,
+    the finished one is not run again."""
+    from tests.conftest import fill_project
+    folder = fill_project(tmp_path, digits_checkpoint)
+    data = _search_pipeline(strategy="optuna", max_trials=2)
+    data["search"]["space"] = {"quantize.calibration": ["minmax", "percentile"]}
+    path = write_pipeline(folder, data)
+    run_dir = folder / "runs" / "s"
+    child = _start(path, folder)
+    deadline = time.monotonic() + 240
+    while not _trial_records(run_dir) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)   # into the second trial
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    before = _trial_records(run_dir)
+    assert (run_dir / "search.db").is_file() and len(before) == 1
+    resumed = subprocess.run([sys.executable, "-m", "compress", "run", str(path)], cwd=folder,
+                             capture_output=True, text=True, timeout=600, env=ENV)
+    assert resumed.returncode in (0, 1), resumed.stderr
+    after = _trial_records(run_dir)
+    (first,) = before
+    assert after[first] == before[first]
+    report = json.loads((run_dir / "report.json").read_text())
+    complete = [t for t in report["search"]["trials"] if t["state"] == "complete"]
+    assert len(complete) == 2 and report["search"]["resumed"] == 1
+    assert {t["params"]["quantize.calibration"] for t in complete} == {"minmax", "percentile"}
+    if "a kill interrupted are run again" not in resumed.stderr:   # killed between trials
+        assert len(after) == 2
