@@ -96,9 +96,10 @@ class StageDir:
         return all((self.run_dir / a.path).is_file()
                    and sha256_artifact(self.run_dir / a.path) == a.sha256 for a in artifacts)
 
-    def from_shared(self, key: str) -> Optional[list[Artifact]]:
+    def from_shared(self, key: str, parent: Optional[str] = None) -> Optional[list[Artifact]]:
         """The stage as another run (or search trial) made it: linked into this run's
-        folder from the shared cache, named as this run names it; None if not there."""
+        folder from the shared cache, named as this run names it (`parent`: the id this
+        run gives the stage's input); None if not there."""
         found = stage_cache.lookup(self.shared, key) if self.shared else None
         if found is None:
             return None
@@ -107,7 +108,7 @@ class StageDir:
         stage_cache.link_into(folder, self.tmp)
         many = len(record["artifacts"]) > 1
         artifacts = [Artifact(**{**a, "id": f"{self.artifact_id}.{i}" if many else self.artifact_id,
-                                 "path": str(Path(self.slug) / a["path"])})
+                                 "parent": parent, "path": str(Path(self.slug) / a["path"])})
                      for i, a in enumerate(record["artifacts"])]
         if not self._intact_in_tmp(artifacts):
             self.abort()

@@ -28,6 +28,7 @@ class Screen:
         self.config = config.model_dump(mode="json", exclude={"name", "input", "artifacts"})
         self.metric_info = metric_info
         self.drops: dict[str, float] = {}  # artifact sha256 -> its metric's drop
+        self.timed_here: dict[str, int] = {}  # key -> the job of this run that measures it
 
     def key(self, job) -> Optional[str]:
         if self.memo is None:
@@ -52,19 +53,28 @@ class Screen:
                     f"{budget.accuracy_drop:g} accuracy budget"), drop
         return None
 
-    def saw(self, job, first_round: dict) -> None:
-        """Remember the metric's drop from a job's first round."""
+    def saw(self, job, first_round: dict, key: Optional[str] = None, index: int = 0) -> None:
+        """Remember the metric's drop from a job's first round, and that this run times
+        what the key names."""
+        if key is not None:
+            self.timed_here.setdefault(key, index)
         value = (first_round.get("metric") or {}).get("value")
         if value is not None and self.metric_info and "baseline" in self.metric_info:
             self.drops[job.artifact.sha256] = self.metric_info["drop"](
                 self.metric_info["baseline"], value)
 
+    @staticmethod
+    def copy_for(found: dict, job) -> dict:
+        """Another job's record, as this job's (its artifact id and target)."""
+        record = copy.deepcopy(found)
+        record.update(artifact=job.artifact.id, target=job.target, reused_measurement=True)
+        return record
+
     def recall(self, key: Optional[str], job) -> Optional[dict]:
         found = self.memo.get(key) if key else None
         if found is None:
             return None
-        record = copy.deepcopy(found)
-        record.update(artifact=job.artifact.id, target=job.target, reused_measurement=True)
+        record = self.copy_for(found, job)
         drop = (record.get("metric") or {}).get("drop")
         if drop is not None:   # the later targets' accuracy check needs it as much
             self.drops[job.artifact.sha256] = drop

@@ -20,7 +20,8 @@ EXIT_CODES = """exit codes:
   2    bad input: one message naming the problem and the fix, no traceback
   3    an internal error (a bug): one line, the traceback in a crash log in the run
        directory (else the temporary folder)
-  130  interrupted (Ctrl-C): finished stages are kept"""
+  130  interrupted (Ctrl-C): finished stages are kept
+  141  the output's reader went away (e.g. `compress runs | head`)"""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -99,7 +100,8 @@ def _cmd_validate(args) -> int:
         import math
         from compress.search_space import axes
         space = axes(pipeline)
-        searched = (f", searching {math.prod(len(a.choices) for a in space)} combinations of "
+        count = math.prod(len(a.choices) for a in space)
+        searched = (f", searching {count} combination{'s' if count > 1 else ''} of "
                     f"{', '.join(a.key for a in space)}")
     print(f"{args.file}: valid pipeline '{pipeline.name}' with {len(pipeline.stages)} stages "
           f"and {len(pipeline.targets)} targets{searched}")
@@ -144,7 +146,7 @@ def _cmd_runs(args) -> int:
     from pathlib import Path
     from compress.history import list_runs
     output = Path(args.output)
-    if not output.is_dir():
+    if not output.is_dir():   # missing, or a file
         print(f"no runs: {output} is not a folder (give the pipeline's output folder with "
               "--output)", file=sys.stderr)
         return 2
@@ -163,9 +165,9 @@ def _cmd_runs(args) -> int:
 def _cmd_compare(args) -> int:
     from pathlib import Path
     from compress.compare import compare
-    from compress.history import resolve
+    from compress.history import load_report, resolve
     reports = [resolve(ref, Path(args.output)) for ref in (args.a, args.b)]
-    loaded = [json.loads(path.read_text()) for path in reports]
+    loaded = [load_report(path) for path in reports]
     print(f"A: {reports[0]}\nB: {reports[1]}")
     print("\n".join(compare(*loaded)))
     return 0
@@ -199,6 +201,10 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         return _dispatch(args)
+    except BrokenPipeError:   # `| head` read what it wanted: no traceback, no more output
+        import os
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
     except KeyboardInterrupt:
         print("interrupted: finished stages are kept; the stage that was running is discarded",
               file=sys.stderr)

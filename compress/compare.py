@@ -82,8 +82,12 @@ def _recommendations(a: dict, b: dict) -> list[str]:
 
 def compare(a: dict, b: dict) -> list[str]:
     """Lines saying what differs from run A to run B (sections with no change say so)."""
+    configs = [r["pipeline"].get("config") for r in (a, b)]
+    settings = (_changed(*configs) if all(configs) else
+                ["  not recorded in " + " and ".join(n for n, c in zip("AB", configs) if not c)
+                 + " (a report from before runs kept their settings)"])
     sections = (
-        ("settings", _changed(a["pipeline"].get("config") or {}, b["pipeline"].get("config") or {})),
+        ("settings", settings),
         ("package versions", _changed(a["manifest"]["packages"], b["manifest"]["packages"])),
         ("numbers (target, artifact: A -> B)", _numbers(a, b)),
         ("verdicts", _verdicts(a, b)),

@@ -14,6 +14,7 @@ The Pareto front is taken over (p90, metric drop, file size), lower being better
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -86,19 +87,34 @@ def _rank(feasible: list[Variant]) -> list[Variant]:
                                        v.latency_p90_ms)) + rest
 
 
+def over_ratio(value: float, limit: float) -> float:
+    """How far over its limit a value is, as a share of the limit (a limit of 0, which
+    an accuracy budget may be, makes any excess infinitely far)."""
+    if limit > 0:
+        return value / limit - 1
+    return math.inf if value > limit else 0.0
+
+
 def _overrun(variant: Variant) -> float:
-    return max(v["value"] / v["budget"] for v in variant.failed())
+    return max(over_ratio(v["value"], v["budget"]) for v in variant.failed())
 
 
 def closest_miss(variants: list[Variant]) -> Optional[dict]:
     missing = [v for v in variants if v.failed()]
     if not missing:
         return None
-    best = min(missing, key=lambda v: (_overrun(v), v.latency_p90_ms is None))
+    best = min(missing, key=lambda v: (_overrun(v), sum(x["value"] - x["budget"]
+                                                         for x in v.failed()),
+                                       v.latency_p90_ms is None))
     return {"artifact": best.artifact, "misses": [
         {"budget": v["metric"], "value": v["value"], "limit": v["budget"],
-         "over_by": v["value"] - v["budget"], "over_by_ratio": v["value"] / v["budget"] - 1}
+         "over_by": v["value"] - v["budget"],
+         "over_by_ratio": _finite(over_ratio(v["value"], v["budget"]))}
         for v in best.failed()]}
+
+
+def _finite(value: float) -> Optional[float]:
+    return None if math.isinf(value) else value   # JSON has no infinity
 
 
 def _dominates(a: tuple, b: tuple) -> bool:
@@ -129,8 +145,10 @@ def _why(winner: Variant, ranked: list[Variant], total: int) -> str:
         return f"the only one of {total} variants measured here meeting every budget"
     runner_up = ranked[1]
     if runner_up.latency_p90_ms <= ranked[0].latency_p90_ms * (1 + TIE_RATIO):
-        return (f"as fast as {runner_up.artifact} (p90 within {TIE_RATIO:.0%}) and "
-                f"{'smaller' if winner.model_size_mb < runner_up.model_size_mb else 'closer to the original'}"
+        better = ("smaller" if winner.model_size_mb < runner_up.model_size_mb else
+                  "closer to the original" if (winner.drop or 0) < (runner_up.drop or 0)
+                  else "as small and as close to the original, and a little faster")
+        return (f"as fast as {runner_up.artifact} (p90 within {TIE_RATIO:.0%}) and {better}"
                 f"; {len(ranked)} of {total} variants meet every budget")
     return (f"the fastest p90 of the {len(ranked)} variants meeting every budget "
             f"({total} judged); next: {runner_up.artifact} at "
@@ -205,11 +223,13 @@ def summary(rec: dict, limits: dict, shown_path: Optional[str] = None) -> str:
     if rec["status"] == NOTHING_FITS:
         miss = rec["closest_miss"]
         over = "; ".join(f"{m['budget']} {m['value']:.4g} over {m['limit']:g} by "
-                         f"{m['over_by_ratio']:.0%}" for m in miss["misses"])
+                         + (f"{m['over_by_ratio']:.0%}" if m["over_by_ratio"] is not None
+                            else f"{m['over_by']:.4g}") for m in miss["misses"])
         return f"{target}: nothing fits; closest: {miss['artifact']} ({over})"
     what = ", ".join(p for p in (f"{rec['format']} {rec['precision']}",
                                  _feeding_text(rec["feeding"]), f"on {rec['engine']}"
-                                 + (f", {rec['threads']} threads" if rec.get("threads") else ""))
+                                 + (f", {rec['threads']} thread{'s' if rec['threads'] > 1 else ''}"
+                                    if rec.get("threads") else ""))
                      if p)
     text = (f"{target}: {'ship' if rec['status'] == SHIP else 'candidate'} "
             f"{shown_path or rec['path'] or rec['artifact']} ({what}): {_numbers(rec, limits)}")

@@ -53,14 +53,27 @@ class RunEntry:
     latest: bool
 
 
+def load_report(path: Path) -> dict:
+    """A run's report.json, or a ConfigError saying why it is not one."""
+    try:
+        report = json.loads(Path(path).read_text())
+        report["pipeline"]["config_sha256"], report["manifest"]["packages"], report["passed"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        why = f"{type(exc).__name__}: {exc}" if not isinstance(exc, OSError) else exc.strerror
+        raise ConfigError(f"{path} is not a report.json written by `compress run` ({why})") \
+            from None
+    return report
+
+
 def _entry(name: str, folder: Path, latest: bool) -> Optional[RunEntry]:
     try:
-        report = json.loads((folder / "report.json").read_text())
-    except (OSError, ValueError):
+        report = load_report(folder / "report.json")
+    except ConfigError:
         return None   # a folder of something else, or a report being written
     return RunEntry(name, folder, report["manifest"].get("created", "?"), report["passed"],
                     report["pipeline"]["config_sha256"], tuple(report.get("gated_targets", ())),
-                    tuple(r["summary"] for r in report.get("recommendations", ())), latest)
+                    tuple(r.get("summary", "") for r in report.get("recommendations", ())),
+                    latest)
 
 
 def list_runs(output: Path, with_history: bool = False) -> list[RunEntry]:
@@ -106,5 +119,4 @@ def config_record(pipeline) -> dict:
     """The pipeline's settings as JSON (Python objects given in place of names, such as a
     torch module, as their repr), for comparing runs."""
     from pydantic_core import to_jsonable_python
-    return to_jsonable_python(pipeline.model_dump(exclude={"search", "tracking"}),
-                              fallback=repr)
+    return to_jsonable_python(pipeline.model_dump(exclude={"tracking"}), fallback=repr)

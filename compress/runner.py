@@ -58,14 +58,14 @@ def _versions_key() -> dict:
 
 
 def _run_stage(ctx: RunContext, slug: str, key: str, make, force: bool,
-               artifact_id: str | None = None) -> list[Artifact]:
+               artifact_id: str | None = None, parent_id: str | None = None) -> list[Artifact]:
     stage_dir = StageDir(ctx.run_dir, slug, artifact_id, ctx.stage_cache)
     if not force:
         cached = stage_dir.cached(key)
         if cached is not None:
             ctx.progress.note(f"{slug}: reused (inputs and settings unchanged)")
             return cached
-        cached = stage_dir.from_shared(key)
+        cached = stage_dir.from_shared(key, parent_id)
         if cached is not None:
             ctx.progress.note(f"{slug}: reused from the stage cache (another run made it "
                               "with the same input and settings)")
@@ -104,9 +104,12 @@ def _stage_key(ctx: RunContext, stage, parent: Artifact) -> tuple[str, dict]:
     # `input` is in the key as the parent's digest: a stage that names `input: source` and
     # one that follows the source directly are the same work
     settings = stage.model_dump(mode="json", exclude={"name", "input"})
+    # how the model is fed is not in the parent's bytes (a torch checkpoint is the same
+    # for a fixed and a dynamic batch) but decides what an export makes
+    feeding = ctx.pipeline.model.model_dump(mode="json", include={"inputs", "dynamic_batch"})
     return cache_key(stage.type, stage.cache_version, settings, parent.sha256,
                      _data_digests(ctx), _versions_key(),
-                     external_digest(stage.external_inputs(), ctx.pipeline)), settings
+                     external_digest(stage.external_inputs(), ctx.pipeline), feeding), settings
 
 
 def _run_one(ctx: RunContext, index: int, stage, parent: Artifact, slug: str,
@@ -119,7 +122,8 @@ def _run_one(ctx: RunContext, index: int, stage, parent: Artifact, slug: str,
         return outputs, stage.type, parent.id, settings
     try:  # the key reads the stage's own code too (a student factory): its errors are its
         key, settings = _stage_key(ctx, stage, parent)
-        return key, _run_stage(ctx, slug, key, make, force, artifact_id=artifact_id)
+        return key, _run_stage(ctx, slug, key, make, force, artifact_id=artifact_id,
+                               parent_id=parent.id)
     except CompressError as exc:
         raise StageError(index, stage.type, str(exc)) from exc
 

@@ -14,16 +14,16 @@ the same space skips those. With Optuna the study is kept in `runs/<name>/search
 """
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from compress import search_resume
 from compress.artifacts import write_json_atomic
-from compress.errors import CompressError
+from compress.decide import over_ratio
+from compress.errors import CompressError, StageError
 from compress.search_space import axes, combinations, variant, variant_key
 
 TRIALS, STUDY_DB, RECORD = "trials", "search.db", "trial.json"
@@ -53,22 +53,13 @@ class Search:
     space: list
     out: Path
     options: dict                           # force, strict, quiet for each trial's run
-    finished: dict = field(default_factory=dict)   # variant key -> Trial
+    finished: dict = field(default_factory=dict)   # variant key -> Trial (complete)
+    resumable: dict = field(default_factory=dict)  # trial id -> Trial from a past session
     trials: list = field(default_factory=list)
     memo: dict = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     resumed: int = 0
     targets: tuple = ()                     # the target names, in the pipeline's order
-
-
-def _load_finished(search: Search) -> None:
-    for record in sorted((search.out / TRIALS).glob(f"*/{RECORD}")):
-        try:
-            trial = Trial(**json.loads(record.read_text()))
-        except (OSError, ValueError, TypeError):
-            continue   # a record from another version: that trial is run again
-        if trial.variant_key and trial.state in (COMPLETE, FAILED):
-            search.finished[trial.variant_key] = trial
 
 
 def _objectives(report: dict) -> tuple[list, list]:
@@ -85,9 +76,9 @@ def _objectives(report: dict) -> tuple[list, list]:
         rows = [v for v in report["verdicts"] if v["target"] == target
                 and v["artifact"] not in baselines and v["value"] is not None]
         overruns = {}
-        for v in rows:
+        for v in rows:   # a finite number: the sampler cannot weigh infinity
             overruns[v["artifact"]] = max(overruns.get(v["artifact"], -1.0),
-                                          v["value"] / v["budget"] - 1)
+                                          min(over_ratio(v["value"], v["budget"]), UNTIMED))
         constraints.append(min(overruns.values(), default=1.0))
     drops = [b["metric"]["drop"] for b in mine if b.get("metric")]
     return [max(ratios, default=UNTIMED), min(drops, default=0.0)], constraints
@@ -98,7 +89,7 @@ def _record(search: Search, trial: Trial) -> Trial:
     folder.mkdir(parents=True, exist_ok=True)
     write_json_atomic(folder / RECORD, asdict(trial))
     search.trials.append(trial)
-    if trial.variant_key and trial.state in (COMPLETE, FAILED):
+    if trial.variant_key and trial.state in (COMPLETE, FAILED):   # twins in this session
         search.finished[trial.variant_key] = trial
     return trial
 
@@ -115,7 +106,7 @@ def _variant(search: Search, params: dict, trial_id: str):
     return made, None
 
 
-def run_trial(search: Search, params: dict, trial_id: str) -> Trial:
+def run_trial(search: Search, params: dict, trial_id: str, position: str = "") -> Trial:
     """One combination: skipped (it cannot be made), a duplicate of a finished trial, or
     run as a pipeline of its own (complete or failed, with why)."""
     from compress.runner import run_pipeline
@@ -130,7 +121,9 @@ def run_trial(search: Search, params: dict, trial_id: str) -> Trial:
                                    constraints=twin.constraints, error=twin.error))
         return search.trials[-1]
     note = search.options["note"]
-    note(f"trial {trial_id}: {', '.join(f'{k}={v}' for k, v in params.items())}")
+    elapsed = time.monotonic() - search.started
+    note(f"trial {trial_id} ({position}{elapsed:.0f} s into the search): "
+         f"{', '.join(f'{k}={v}' for k, v in params.items())}")
     started = time.perf_counter()
     try:
         result = run_pipeline(made, force=search.options["force"],
@@ -138,9 +131,12 @@ def run_trial(search: Search, params: dict, trial_id: str) -> Trial:
                               stage_cache=search.pipeline.resolve(search.pipeline.output)
                               / ".stages", measured=search.memo)
     except CompressError as exc:   # this variant cannot be made or measured: the others can
+        if not isinstance(exc, StageError) and not any(t.state == COMPLETE
+                                                       for t in search.trials):
+            raise   # before any stage of the first trial: the pipeline itself is wrong
         note(f"trial {trial_id} failed: {exc}")
         return _record(search, Trial(trial_id, params, FAILED, str(exc),
-                                     time.perf_counter() - started, key))
+                                     round(time.perf_counter() - started, 3), key))
     objectives, constraints = _objectives(result.report)
     return _record(search, Trial(trial_id, params, COMPLETE, None,
                                  round(time.perf_counter() - started, 3), key,
@@ -153,30 +149,18 @@ def _out_of_time(search: Search) -> bool:
 
 
 def _exhaustive(search: Search, limit: Optional[int]) -> None:
-    for index, params in enumerate(combinations(search.space)):
+    every = combinations(search.space)
+    for index, params in enumerate(every):
         ran = sum(t.state in (COMPLETE, FAILED) for t in search.trials)
         if (limit is not None and ran >= limit) or _out_of_time(search):
             break
         trial_id = f"t{index:03d}"
-        done = _finished_record(search, trial_id)
-        if done is not None and done.params == params:   # else another space's trial
+        done = search.resumable.get(trial_id)
+        if done is not None and done.params == params:
             search.trials.append(done)
             search.resumed += 1
             continue
-        run_trial(search, params, trial_id)
-
-
-def _finished_record(search: Search, trial_id: str) -> Optional[Trial]:
-    record = search.out / TRIALS / trial_id / RECORD
-    found = [t for t in search.finished.values() if t.id == trial_id]
-    if found:
-        return found[0]
-    if record.is_file():   # skipped combinations keep a record too
-        try:
-            return Trial(**json.loads(record.read_text()))
-        except (OSError, ValueError, TypeError):
-            return None
-    return None
+        run_trial(search, params, trial_id, f"combination {index + 1} of {len(every)}, ")
 
 
 def strategy_of(search_spec, space) -> tuple[str, Optional[int]]:
@@ -188,13 +172,6 @@ def strategy_of(search_spec, space) -> tuple[str, Optional[int]]:
     if strategy == "exhaustive":
         return strategy, search_spec.max_trials
     return strategy, search_spec.max_trials or OPTUNA_DEFAULT_TRIALS
-
-
-def study_name(pipeline, space) -> str:
-    """The same pipeline and space resume one study; any change starts another."""
-    text = json.dumps([pipeline.name, [(a.key, repr(a.choices)) for a in space],
-                       repr(pipeline.stages), repr(pipeline.targets)])
-    return "search-" + hashlib.sha256(text.encode()).hexdigest()[:16]
 
 
 def run_search(pipeline, *, force: bool = False, strict: bool = False, quiet: bool = False,
@@ -216,8 +193,10 @@ def run_search(pipeline, *, force: bool = False, strict: bool = False, quiet: bo
     lock = RunLock(out)
     lock.acquire(note)
     try:
-        if not force:   # --force redoes every trial, as it redoes every stage
-            _load_finished(search)
+        current = search_resume.fingerprint(pipeline, targets)
+        search_resume.prepare(out, TRIALS, STUDY_DB, note, current, force)
+        search.resumable = search_resume.finished(out, TRIALS, RECORD, Trial)
+        search.finished = {t.variant_key: t for t in search.resumable.values()}
         strategy, limit = strategy_of(pipeline.search, space)
         note(f"{pipeline.name}: search, {strategy}, "
              f"{math.prod(len(a.choices) for a in space)} combinations"
@@ -225,7 +204,7 @@ def run_search(pipeline, *, force: bool = False, strict: bool = False, quiet: bo
         if strategy == "exhaustive":
             _exhaustive(search, limit)
         else:
-            optuna_trials(search, limit, out / STUDY_DB, study_name(pipeline, space))
+            optuna_trials(search, limit, out / STUDY_DB, f"search-{current[:16]}")
         return conclude(search, strategy, config_text)
     finally:
         lock.release()

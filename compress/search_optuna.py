@@ -36,9 +36,8 @@ def optuna_trials(search, limit: int, path: Path, name: str) -> None:
         search.options["note"](f"search: {killed} trial(s) a kill interrupted are run again")
     distributions = {axis.key: optuna.distributions.CategoricalDistribution(
         list(range(len(axis.choices)))) for axis in search.space}
-    by_id = {t.id: t for t in search.finished.values()}
     for frozen in study.get_trials(deepcopy=False):   # finished in an earlier session
-        found = by_id.get(f"t{frozen.number:03d}")
+        found = search.resumable.get(f"t{frozen.number:03d}")
         if found is not None and frozen.state.is_finished():
             search.trials.append(found)
             search.resumed += 1
@@ -49,7 +48,8 @@ def optuna_trials(search, limit: int, path: Path, name: str) -> None:
             break
         trial = study.ask(distributions)
         params = {a.key: a.choices[trial.params[a.key]] for a in search.space}
-        result = run_trial(search, params, f"t{trial.number:03d}")
+        result = run_trial(search, params, f"t{trial.number:03d}",
+                           f"{_ran(search) + 1} of at most {limit}, ")
         if result.state in (COMPLETE, DUPLICATE) and result.objectives:
             for target, value in zip(search.targets, result.constraints):
                 trial.set_constraint(target, value)

@@ -21,38 +21,63 @@ from profiles import Verdict
 
 
 class _Merged:
+    """The trials' reports as one. A file two trials both made (the same bytes, measured
+    with the same target settings) is one variant, under the id of the first trial that
+    made it; the source and the baselines keep their plain ids where no other file has
+    taken them (a baseline exported differently in another trial gets that trial's)."""
+
     def __init__(self):
         self.artifacts, self.benchmarks, self.verdicts = [], [], []
-        self.models, self.skipped, self.comparisons = [], [], []
-        self.shared: set = set()     # ids kept once: the source and the baselines
+        self.models, self.comparisons = [], []
+        self.by_content: dict[tuple, str] = {}    # (sha256, target settings) -> merged id
+        self.taken: set = set()
+        self.rows: set = set()                    # (table, merged id, target, budget)
 
-    def _id(self, trial_id: str, artifact_id: str | None, shared: set) -> str | None:
-        if artifact_id is None or artifact_id in shared:
-            return artifact_id
-        return f"{trial_id}/{artifact_id}"
+    def _name(self, trial_id: str, artifact: dict, plain: bool) -> str:
+        name = artifact["id"] if plain and artifact["id"] not in self.taken \
+            else f"{trial_id}/{artifact['id']}"
+        self.taken.add(name)
+        return name
 
-    def add(self, trial_id: str, report: dict) -> list[str]:
-        """A trial's report; returns the ids its own variants got here."""
-        shared = {b["artifact"] for b in report["benchmarks"] if b["baseline"]}
-        shared |= {s["artifact"] for s in report.get("skipped", []) if s.get("baseline")}
-        shared.add(report["artifacts"][0]["id"])             # the source
-        first_time = not self.shared
-        self.shared |= shared
-        mine = []
+    def _ids(self, trial_id: str, report: dict, settings: str) -> tuple[dict, list]:
+        """{the trial's id: merged id}, and the artifacts first seen here."""
+        plain = {b["artifact"] for b in report["benchmarks"] if b["baseline"]}
+        plain.add(report["artifacts"][0]["id"])               # the source
+        ids, new = {}, []
         for a in report["artifacts"]:
-            if a["id"] in shared and not first_time:
-                continue
-            new = self._id(trial_id, a["id"], shared)
-            mine += [] if a["id"] in shared else [new]
-            self.artifacts.append(Artifact(**{**a, "id": new, "parent": self._id(
-                trial_id, a["parent"], shared), "path": f"trials/{trial_id}/{a['path']}"}))
-        keep = (lambda row: first_time or row["artifact"] not in shared)
-        rename = (lambda row: {**row, "artifact": self._id(trial_id, row["artifact"], shared)})
-        self.benchmarks += [rename(b) for b in report["benchmarks"] if keep(b)]
-        self.verdicts += [Verdict(**rename(v)) for v in report["verdicts"] if keep(v)]
-        self.models += [rename(m) for m in report["models"] if keep(m)]
-        self.comparisons += [rename(b) for b in report.get("engine_baselines", []) if keep(b)]
-        return mine
+            key = (a["sha256"], settings)
+            if key not in self.by_content:
+                self.by_content[key] = self._name(trial_id, a, a["id"] in plain)
+                new.append(a)
+            ids[a["id"]] = self.by_content[key]
+        return ids, new
+
+    def _rows(self, table: str, rows: list, ids: dict, extra: str = "") -> list:
+        kept = []
+        for row in rows:
+            key = (table, ids[row["artifact"]], row.get("target"), row.get(extra))
+            if key not in self.rows:
+                self.rows.add(key)
+                kept.append({**row, "artifact": ids[row["artifact"]]})
+        return kept
+
+    def add(self, trial_id: str, report: dict, settings: str) -> list[str]:
+        """A trial's report (`settings`: its choices of target settings, which make the
+        same file another variant); returns the merged ids of its variants."""
+        ids, new = self._ids(trial_id, report, settings)
+        for a in new:
+            self.artifacts.append(Artifact(**{**a, "id": ids[a["id"]],
+                                              "parent": ids.get(a["parent"], a["parent"]),
+                                              "path": f"trials/{trial_id}/{a['path']}"}))
+        self.benchmarks += self._rows("bench", report["benchmarks"], ids)
+        self.verdicts += [Verdict(**v) for v in
+                          self._rows("verdict", report["verdicts"], ids, "metric")]
+        self.models += self._rows("model", report["models"], ids)
+        self.comparisons += self._rows("comparison", report.get("engine_baselines", []),
+                                       ids, "engine")
+        baselines = {b["artifact"] for b in report["benchmarks"] if b["baseline"]}
+        return sorted({ids[a["id"]] for a in report["artifacts"][1:]
+                       if a["id"] not in baselines and a["format"] != "torch"})
 
 
 def _trial_rows(search, merged: _Merged) -> list[dict]:
@@ -68,7 +93,9 @@ def _trial_rows(search, merged: _Merged) -> list[dict]:
             except (OSError, ValueError):
                 row.update(state="failed", error=f"its report is gone ({path})")
             else:
-                row["artifacts"] = merged.add(trial.id, report)
+                settings = json.dumps({k: v for k, v in trial.params.items()
+                                       if k.startswith("targets.")}, sort_keys=True)
+                row["artifacts"] = merged.add(trial.id, report, settings)
                 row["_report"] = report
         rows.append(row)
     return rows
@@ -107,7 +134,7 @@ def conclude(search, strategy: str, config_text: str | None):
     config_text = config_text or pipeline.model_dump_json()
     source = merged.artifacts[0].sha256 if merged.artifacts else ""
     manifest = build_manifest(pipeline, hashlib.sha256(config_text.encode()).hexdigest(),
-                              source, targets)
+                              source, targets, [*merged.benchmarks, *merged.comparisons])
     report = build_report(pipeline, manifest, merged.artifacts, merged.benchmarks,
                           merged.verdicts, merged.models, gated=gated, passed=passed,
                           strict=search.options["strict"], engine_baselines=merged.comparisons)

@@ -33,37 +33,54 @@ class Axis:
 TARGET_OPTIONS = ("threads", "engines")   # what a target may change of its profile
 
 
-def _target_axis(pipeline, key: str, choices: tuple) -> Axis:
-    _, name, option = (key.split(".", 2) + ["", ""])[:3]
-    names = [t.name or t.profile for t in pipeline.targets]
+def _error(key: str, message: str) -> ConfigError:
+    return ConfigError(message, field=f"search.space.{key}")
+
+
+def with_target(pipeline, index: int, option: str, choice):
+    """The pipeline with one target's setting changed (validated as the YAML's is)."""
+    targets = list(pipeline.targets)
+    target = targets[index]
+    targets[index] = type(target).model_validate({**target.model_dump(exclude_unset=True),
+                                                  option: choice})
+    return pipeline.model_copy(update={"targets": tuple(targets)})
+
+
+def _target_axis(pipeline, key: str, choices: tuple, names: list[str]) -> Axis:
+    from compress.checks import resolve_targets
+    name, _, option = key[len("targets."):].rpartition(".")
     if name not in names:
-        raise ConfigError(f"search.space.{key}: no target is named '{name}'; targets: "
-                          f"{', '.join(names)}", field=f"search.space.{key}")
+        raise _error(key, f"no target is named '{name}'; targets: {', '.join(names)}")
     if option not in TARGET_OPTIONS:
-        raise ConfigError(f"search.space.{key}: a target's {' or '.join(TARGET_OPTIONS)} "
-                          f"can be searched, not '{option}'", field=f"search.space.{key}")
-    target = pipeline.targets[names.index(name)]
-    for choice in choices:   # each as the target would take it
+        raise _error(key, f"a target's {' or '.join(TARGET_OPTIONS)} can be searched, not "
+                          f"'{option}'")
+    for choice in choices:   # each as the target and its profile would take it
         try:
-            type(target).model_validate({**target.model_dump(exclude_unset=True),
-                                         option: choice})
+            resolve_targets(with_target(pipeline, names.index(name), option, choice))
         except ValidationError as exc:
-            raise ConfigError(f"search.space.{key}: {choice!r}: {exc.errors()[0]['msg']}",
-                              field=f"search.space.{key}") from None
+            raise _error(key, f"{choice!r}: {exc.errors()[0]['msg']}") from None
+        except ConfigError as exc:
+            raise _error(key, f"{choice!r}: {exc}") from None
     return Axis(key, names.index(name), option, choices, target=True)
 
 
-def _stage_index(pipeline, ref: str, key: str) -> int:
+def _split(pipeline, key: str) -> tuple[int, str]:
+    """(the stage a key names, the option after it): the longest stage name or type the
+    key starts with, so `export.onnx.opset` is export.onnx's opset."""
     names = pipeline.stage_names()
+    refs = set(names) | {stage.type for stage in pipeline.stages}
+    matches = [ref for ref in refs if key == ref or key.startswith(ref + ".")]
+    if not matches:
+        raise _error(key, f"no stage is named or typed '{key.split('.')[0]}'; stages: "
+                          f"{', '.join(names)}")
+    ref = max(matches, key=len)
     if ref in names:
-        return names.index(ref)
+        return names.index(ref), key[len(ref) + 1:]
     by_type = [i for i, stage in enumerate(pipeline.stages) if stage.type == ref]
-    if len(by_type) == 1:
-        return by_type[0]
-    why = (f"{len(by_type)} stages have type '{ref}': name them (`name:`) and use the name"
-           if by_type else f"no stage is named or typed '{ref}'")
-    raise ConfigError(f"search.space.{key}: {why}; stages: {', '.join(names)}",
-                      field=f"search.space.{key}")
+    if len(by_type) > 1:
+        raise _error(key, f"{len(by_type)} stages have type '{ref}': name them (`name:`) and "
+                          f"use the name; stages: {', '.join(names)}")
+    return by_type[0], key[len(ref) + 1:]
 
 
 def _known_option(stage, option: str) -> bool:
@@ -73,29 +90,37 @@ def _known_option(stage, option: str) -> bool:
         stage.type == "quantize" and scheme_of_setting(option))
 
 
+def _stage_axis(pipeline, key: str, choices: tuple) -> Axis:
+    index, option = _split(pipeline, key)
+    stage = pipeline.stages[index]
+    if option and not _known_option(stage, option):
+        raise _error(key, f"'{option}' is not a setting of stage {index + 1} ({stage.type}); "
+                          "see `compress schema`")
+    if not option and (not STAGES[stage.type].produces_artifacts or
+                       any(not isinstance(c, bool) for c in choices)):
+        raise _error(key, "a stage alone takes [true, false] (with and without it), and "
+                          "never the benchmark")
+    for choice in choices if option else ():   # each as the stage would take it
+        try:
+            _rebuild(stage, {option: choice})
+        except ValidationError as exc:
+            raise _error(key, f"{choice!r}: {exc.errors()[0]['msg']}") from None
+    return Axis(key, index, option or None, choices)
+
+
 def axes(pipeline) -> list[Axis]:
-    """The space's keys resolved against the pipeline's stages (ConfigError naming the
-    key when one names no stage or no option of it)."""
+    """The space's keys resolved against the pipeline's stages and targets, every choice
+    checked as the YAML's settings are (a ConfigError names the key and the choice)."""
+    names = None
     found = []
     for key, choices in pipeline.search.space.items():
         if key.startswith("targets."):
-            found.append(_target_axis(pipeline, key, tuple(choices)))
-            continue
-        ref, _, option = key.rpartition(".") if "." in key else (key, "", "")
-        if not ref:
-            ref, option = option, ""
-        index = _stage_index(pipeline, ref, key)
-        stage = pipeline.stages[index]
-        if option and not _known_option(stage, option):
-            raise ConfigError(f"search.space.{key}: '{option}' is not a setting of stage "
-                              f"{index + 1} ({stage.type}); see `compress schema`",
-                              field=f"search.space.{key}")
-        if not option and (not STAGES[stage.type].produces_artifacts or
-                           any(not isinstance(c, bool) for c in choices)):
-            raise ConfigError(f"search.space.{key}: a stage alone takes [true, false] (with "
-                              "and without it), and never the benchmark",
-                              field=f"search.space.{key}")
-        found.append(Axis(key, index, option or None, tuple(choices)))
+            if names is None:
+                from compress.checks import resolve_targets
+                names = [name for name, _ in resolve_targets(pipeline)[0]]
+            found.append(_target_axis(pipeline, key, tuple(choices), names))
+        else:
+            found.append(_stage_axis(pipeline, key, tuple(choices)))
     return found
 
 
@@ -179,12 +204,10 @@ def variant(pipeline, space_axes: list[Axis], params: dict, **update):
             stages.append(_rebuild(stage, updates) if updates else stage)
     except ValidationError as exc:
         return None, "; ".join(e["msg"] for e in exc.errors()[:2])
-    targets = list(pipeline.targets)
+    trial = pipeline
     for axis in (a for a in space_axes if a.target):
-        targets[axis.stage] = targets[axis.stage].model_copy(
-            update={axis.option: params[axis.key]})
-    trial = pipeline.model_copy(update={"stages": tuple(stages), "targets": tuple(targets),
-                                        "search": None, **update})
+        trial = with_target(trial, axis.stage, axis.option, params[axis.key])
+    trial = trial.model_copy(update={"stages": tuple(stages), "search": None, **update})
     try:
         check_graph(trial)
     except GraphProblem as problem:

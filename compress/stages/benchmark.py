@@ -219,29 +219,32 @@ def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
     placed = _stage_on_hosts(jobs, ctx, files[0], files[1])
     screen = Screen(ctx, config, metric_info)
     keys = [screen.key(job) for job in jobs]
+    twins: dict[int, int] = {}   # job -> an earlier job of this run measured the same way
     rounds = {index: [] for index in range(len(jobs))}
     done: dict[int, dict] = {}   # job -> its record without timing: unmeasured, not timed,
     #                              or a measurement this search already made
     for round_index in range(config.rounds):
         for index, job in enumerate(jobs):
-            if index in done:
+            if index in done or index in twins:
                 continue
-            if round_index == 0 and _settled(index, job, keys[index], screen, done):
+            if round_index == 0 and _settled(index, job, keys[index], screen, done, twins):
                 continue
             try:
                 rounds[index].append(_measure_once(index, job, round_index, placed, files,
                                                    config, ctx))
                 if round_index == 0:
-                    screen.saw(job, rounds[index][0])
+                    screen.saw(job, rounds[index][0], keys[index], index)
                 if job.engine == AUTO:  # the later rounds time the engine the probe chose
                     jobs[index] = dataclasses.replace(
                         job, engine=rounds[index][0]["engine_choice"]["chosen"])
             except Unavailable as exc:
                 done[index] = _untimed(job, unmeasured=str(exc))
                 ctx.progress.note(f"{job.artifact.id} on {job.target}: unmeasured: {exc}")
-    records = [done.get(index) or record(pool_rounds(rounds[index]), job, metric_info,
-                                          ctx.hosts.get(job.target))
+    records = [done.get(index) or (None if index in twins else record(
+                   pool_rounds(rounds[index]), job, metric_info, ctx.hosts.get(job.target)))
                for index, job in enumerate(jobs)]
+    for index, first in twins.items():
+        records[index] = screen.copy_for(records[first], jobs[index])
     for key, made in zip(keys, records):
         screen.remember(key, made)
     return records
@@ -252,12 +255,16 @@ def _untimed(job: Job, **why) -> dict:
             "comparison": job.comparison, "engine": job.engine, **why}
 
 
-def _settled(index: int, job: Job, key, screen: Screen, done: dict) -> bool:
+def _settled(index: int, job: Job, key, screen: Screen, done: dict, twins: dict) -> bool:
     """Whether the job needs no timing: over a budget checked first, or measured before
-    in this search (then `done` has its record)."""
+    in this search (then `done` has its record), or by an earlier job of this run (then
+    `twins` names that job)."""
     skipped = screen.skip(job)
     if skipped:
         done[index] = _untimed(job, unmeasured=skipped[0], not_timed=True, drop=skipped[1])
+        return True
+    if key in screen.timed_here:
+        twins[index] = screen.timed_here[key]
         return True
     recalled = screen.recall(key, job)
     if recalled:

@@ -84,3 +84,15 @@ def test_the_summary_says_how_to_feed_the_file():
     assert text.startswith("rpi4: ship /runs/x/q/model.tflite (tflite int8, NHWC int8 input")
     assert "scale 0.0098 zero point -51" in text and "p90 4.1 of 100 ms" in text
     assert "drop 0.004 of 0.01" in text and text.endswith("measured on the device")
+
+
+def test_a_zero_budget_is_missed_by_any_excess_without_dividing_by_it():
+    lossy = _variant("lossy", 2.0, 3.0, drop=0.02)
+    rows = tuple({**v, "budget": 0.0, "status": "fail"} if v["metric"] == "accuracy_drop"
+                 else v for v in lossy.verdicts)
+    import dataclasses
+    rec = decide.recommend("rpi4", [dataclasses.replace(lossy, verdicts=rows)])
+    (miss,) = rec["closest_miss"]["misses"]
+    assert miss["over_by_ratio"] is None and abs(miss["over_by"] - 0.02) < 1e-12
+    assert "over 0 by 0.02" in decide.summary(rec, {})
+    assert decide.over_ratio(0.0, 0.0) == 0.0

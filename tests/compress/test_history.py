@@ -49,6 +49,9 @@ def test_compare_says_what_changed(two_runs):
     p90 = next(b["latency_ms"]["p90"] for b in before["benchmarks"]
                if b["artifact"] == "02-quantize")
     assert f"p90 ms {p90:.4g} -> " in line
+    (folder / "not-a-report.json").write_text("[1]")
+    bad = run_cli("compare", "not-a-report.json", "h", cwd=folder)
+    assert bad.returncode == 2 and "is not a report.json written by" in bad.stderr
     missing = run_cli("compare", "h", "nope", cwd=folder)
     assert missing.returncode == 2 and "no finished run 'nope'" in missing.stderr
     assert "Traceback" not in missing.stderr
