@@ -75,9 +75,10 @@ class _Merged:
         self.models += self._rows("model", report["models"], ids)
         self.comparisons += self._rows("comparison", report.get("engine_baselines", []),
                                        ids, "engine")
+        judged = {row["artifact"] for row in [*report["benchmarks"], *report["verdicts"]]
+                  if not row.get("baseline", False)}
         baselines = {b["artifact"] for b in report["benchmarks"] if b["baseline"]}
-        return sorted({ids[a["id"]] for a in report["artifacts"][1:]
-                       if a["id"] not in baselines and a["format"] != "torch"})
+        return sorted({ids[a] for a in judged - baselines})   # what the trial measured
 
 
 def _trial_rows(search, merged: _Merged) -> list[dict]:
