@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-remote test-emulated accelerator-envs openvino-env qnn-env gpu-env efficientnet-gpu setup clean efficientnet engines prune-distill minilm tflite accuracy-aware search \
+.PHONY: demo test test-remote test-runs test-emulated accelerator-envs openvino-env qnn-env gpu-env efficientnet-gpu setup clean efficientnet engines prune-distill minilm tflite accuracy-aware search \
 	runner-overhead ssh-loopback conformance memory
 
 setup: $(STAMP)
@@ -59,7 +59,12 @@ accuracy-aware: $(STAMP) examples/quickstart/digits_cnn.pt
 	$(VENV)/bin/compress run examples/quickstart/accuracy_aware.yaml
 
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not emulated and not remote" $(PYTEST_ARGS)
+	$(PY) -m pytest -q -m "not emulated and not remote and not runs" $(PYTEST_ARGS)
+
+# Searches killed with SIGKILL and resumed, runs kept and compared: several whole pipeline
+# runs in subprocesses (~2 minutes), kept out of `make test` for its 10 minutes on 2 cores
+test-runs: $(STAMP)
+	$(PY) -m pytest -q -m runs $(PYTEST_ARGS)
 
 # SSH targets against a loopback sshd (skipped without one): kept out of `make test` so
 # that stays under 10 minutes on 2 cores

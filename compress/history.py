@@ -24,7 +24,8 @@ HISTORY = "history"
 
 def archive(run_dir: Path, report: dict) -> Path:
     """Keep this run's reports (already written in run_dir) in its history folder."""
-    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime())
+    now = time.time()   # to the millisecond: the names sort in the order the runs ended
+    stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime(now)) + f"{int(now * 1000) % 1000:03d}"
     name = f"{stamp}-{report['pipeline']['config_sha256'][:8]}"
     final = run_dir / HISTORY / name
     tmp = run_dir / HISTORY / f".{name}.tmp-{os.getpid()}"

@@ -7,6 +7,8 @@ import pytest
 
 from tests.conftest import pipeline_dict, run_cli, write_pipeline
 
+pytestmark = pytest.mark.runs   # `make test-runs`: six pipeline runs in subprocesses
+
 
 @pytest.fixture(scope="module")
 def two_runs(tmp_path_factory, digits_checkpoint):
@@ -44,8 +46,8 @@ def test_compare_says_what_changed(two_runs):
     assert "calibration: minmax -> percentile" in out
     assert "package versions:\n  unchanged" in out
     line = next(x for x in out.splitlines() if x.strip().startswith("host-cpu 02-quantize:"))
-    before = json.loads(next((folder / "runs/h/history").iterdir()).joinpath(
-        "report.json").read_text())
+    oldest = sorted((folder / "runs/h/history").iterdir())[0]   # named by UTC time
+    before = json.loads((oldest / "report.json").read_text())
     p90 = next(b["latency_ms"]["p90"] for b in before["benchmarks"]
                if b["artifact"] == "02-quantize")
     assert f"p90 ms {p90:.4g} -> " in line

@@ -96,6 +96,7 @@ def killed_and_resumed(tmp_path_factory, digits_checkpoint):
     return before, _trial_records(run_dir), resumed, run_dir
 
 
+@pytest.mark.runs
 def test_a_killed_search_resumes_without_redoing_finished_trials(killed_and_resumed):
     before, after, resumed, run_dir = killed_and_resumed
     assert before, "the search was killed before any trial finished"
@@ -112,6 +113,7 @@ def test_a_killed_search_resumes_without_redoing_finished_trials(killed_and_resu
     assert "trial t002 (combination 3 of 4" in resumed.stderr or "t002" in before
 
 
+@pytest.mark.runs
 def test_the_search_report_recommends_per_target_from_every_trial(killed_and_resumed):
     run_dir = killed_and_resumed[3]
     report = json.loads((run_dir / "report.json").read_text())
@@ -130,6 +132,7 @@ def test_the_search_report_recommends_per_target_from_every_trial(killed_and_res
     assert "What to ship" in (run_dir / "report.md").read_text()
 
 
+@pytest.mark.runs
 def test_trials_share_stages_through_the_cache(killed_and_resumed):
     run_dir = killed_and_resumed[3]
     exports = {json.loads(p.read_text())["key"]
@@ -140,6 +143,7 @@ def test_trials_share_stages_through_the_cache(killed_and_resumed):
     assert exports <= keys
 
 
+@pytest.mark.runs
 def test_the_search_and_each_trial_are_logged_to_mlflow(killed_and_resumed, monkeypatch):
     monkeypatch.setenv("MLFLOW_DISABLE_TELEMETRY", "true")
     from mlflow.tracking import MlflowClient
@@ -175,6 +179,7 @@ def test_a_targets_threads_and_engines_can_be_searched():
         axes(parse_pipeline(data))
 
 
+@pytest.mark.runs
 def test_an_optuna_search_killed_mid_trial_resumes_from_its_study(tmp_path, digits_checkpoint):
     """The study in sqlite: the trial the kill left running is failed and asked again,
     the finished one is not run again."""
@@ -223,6 +228,7 @@ def test_a_changed_search_or_force_sets_the_old_trials_aside(tmp_path):
     assert (tmp_path / "trials-bbbbbbbb").is_dir() and notes[-1].startswith("search: --force")
 
 
+@pytest.mark.runs
 def test_the_merged_report_holds_each_file_once(killed_and_resumed):
     run_dir = killed_and_resumed[3]
     report = json.loads((run_dir / "report.json").read_text())
