@@ -27,12 +27,16 @@ def renamed(pipeline: Pipeline, name: str | None, output: str | None) -> Pipelin
 
 
 def _checked_name(name: str) -> str:
-    import re
+    """`--name` checked by the rule the YAML's `name` follows (config.RunName)."""
+    from pydantic import TypeAdapter, ValidationError
+    from compress.config import RunName
     from compress.errors import ConfigError
-    if not re.fullmatch(r"[A-Za-z0-9_.-]+", name) or name in (".", "..") or len(name) > 200:
-        raise ConfigError(f"--name {name!r}: a run name is a folder name: letters, digits, "
-                          "_ . - (not '.' or '..'), at most 200 characters")
-    return name
+    from profiles.validation import message_of
+    try:
+        return TypeAdapter(RunName).validate_python(name)
+    except ValidationError as exc:
+        raise ConfigError(f"--name {name!r}: a run name is a folder name (letters, digits, "
+                          f"_ . -): {message_of(exc.errors()[0])}") from None
 
 
 def run(pipeline: Union[str, Path, Pipeline, dict], *, force: bool = False,

@@ -97,12 +97,10 @@ def _cmd_validate(args) -> int:
     resolve_inputs(apply_target_defaults(pipeline, resolve_targets(pipeline)[0]))
     searched = ""
     if pipeline.search is not None:
-        import math
-        from compress.search_space import axes
-        space = axes(pipeline)
-        count = math.prod(len(a.choices) for a in space)
+        from compress.search_space import axes, size
+        count = size(axes(pipeline))
         searched = (f", searching {count} combination{'s' if count > 1 else ''} of "
-                    f"{', '.join(a.key for a in space)}")
+                    f"{', '.join(pipeline.search.space)}")
     print(f"{args.file}: valid pipeline '{pipeline.name}' with {len(pipeline.stages)} stages "
           f"and {len(pipeline.targets)} targets{searched}")
     return 0

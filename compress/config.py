@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Annotated, Optional, Union
 
-from pydantic import Field, PrivateAttr, ValidationError, field_validator, model_validator
+from pydantic import (AfterValidator, Field, PrivateAttr, ValidationError, field_validator,
+                      model_validator)
 from pydantic_core import PydanticCustomError
 
 from compress import stages as _stages  # noqa: F401  (registers every stage type)
@@ -34,10 +35,22 @@ def _stage_union():
 Stage = _stage_union()
 
 
+def _folder_name(name: str) -> str:
+    # it names a folder under `output`: it must stay inside it and fit a file system
+    if name in (".", "..") or len(name.encode()) > 200:
+        raise ValueError("the name names the run directory: not '.' or '..', at most "
+                         "200 characters")
+    return name
+
+
+# A run's name, from the YAML or from `--name`: one folder under the output folder.
+RunName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$"), AfterValidator(_folder_name)]
+
+
 class Pipeline(Strict):
     """A whole pipeline: the YAML file's document, or the same built in Python."""
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$", description="names the run directory")
+    name: RunName = Field(description="names the run directory")
     model: ModelSpec = Field(description="the model as you have it, and its inputs")
     data: DataSpec = Field(DataSpec(), description="calibration, evaluation and training "
                            "data, and the metric")
@@ -53,15 +66,6 @@ class Pipeline(Strict):
     tracking: Optional[TrackingSpec] = Field(None, description="log runs to MLflow")
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
-
-    @field_validator("name")
-    @classmethod
-    def _a_folder_name(cls, name: str) -> str:
-        # it names a folder under `output`: it must stay inside it and fit a file system
-        if name in (".", "..") or len(name.encode()) > 200:
-            raise ValueError("the name names the run directory: not '.' or '..', at most "
-                             "200 characters")
-        return name
 
     @field_validator("stages")
     @classmethod

@@ -28,6 +28,7 @@ class RunContext:
     cleanup_warnings: list = field(default_factory=list)  # what a device kept after a run
     stage_cache: Optional[Path] = None        # stages shared by every run (stage_cache.py)
     measured: Optional[dict] = None           # a search's measurements, reused by its trials
+    trial: bool = False                       # a search's trial: no page, no history of its own
     _datasets: dict = field(default_factory=dict)
     _reference: object = None
     _reference_names: object = None

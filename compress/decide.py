@@ -20,9 +20,10 @@ from typing import Optional
 
 from profiles import NO_METER, PASS
 
-# Two variants whose p90 differ by less than this share are as fast as each other: on a
-# shared machine the same file measures a few percent apart from one round to the next,
-# so a smaller file or a smaller drop is the better reason to prefer one.
+# Two variants whose p90 differ by less than this share are as fast as each other: the
+# same file measures 2-3.5 % apart from one runner process to the next (conformance
+# models, examples/search/tie_spread.py, docs/search.md), so within that a smaller file
+# or a smaller drop is the better reason to prefer one.
 TIE_RATIO = 0.03
 
 SHIP, CANDIDATE, NOTHING_FITS, UNMEASURED = "ship", "candidate", "nothing fits", "unmeasured"

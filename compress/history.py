@@ -58,7 +58,11 @@ def load_report(path: Path) -> dict:
     """A run's report.json, or a ConfigError saying why it is not one."""
     try:
         report = json.loads(Path(path).read_text())
-        report["pipeline"]["config_sha256"], report["manifest"]["packages"], report["passed"]
+        # what `runs` and `compare` read without asking: a file without them is no report
+        for keys in (("pipeline", "config_sha256"), ("manifest", "packages"), ("passed",)):
+            part = report
+            for key in keys:
+                part = part[key]
     except (OSError, ValueError, KeyError, TypeError) as exc:
         why = f"{type(exc).__name__}: {exc}" if not isinstance(exc, OSError) else exc.strerror
         raise ConfigError(f"{path} is not a report.json written by `compress run` ({why})") \

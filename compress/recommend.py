@@ -12,22 +12,35 @@ from pathlib import Path
 from compress import decide
 
 
+def _first_input(path: Path, fmt: str) -> tuple:
+    """(name, shape, dtype, scale, zero point) of the file's first input, read without
+    building a session where the format allows (ONNX: the graph; TFLite: the tensor's
+    details, which alone hold a quantized input's scale and zero point)."""
+    if fmt == "onnx":
+        import onnx
+        from compress.model_inputs import onnx_inputs
+        decl = onnx_inputs(onnx.load(str(path), load_external_data=False).graph)[0]
+        return decl.name, list(decl.shape), decl.dtype, 0, 0
+    if fmt == "tflite":
+        from runtimes.litert_session import new_interpreter
+        detail = new_interpreter(str(path), threads=1)[1].get_input_details()[0]
+        scale, zero = detail["quantization"]
+        return (detail["name"], [int(x) for x in detail["shape"]], detail["dtype"].__name__,
+                scale, zero)
+    from runtimes.loader import load   # OpenVINO IR: its runtime reads it
+    session = load(str(path))
+    try:
+        spec = session.inputs[0]
+        return spec.name, list(spec.shape), spec.dtype, 0, 0
+    finally:
+        session.close()
+
+
 def feeding(path: Path, fmt: str, channels_last: bool) -> dict | None:
     """How to feed the file's first input: name, layout, dtype, shape, and the scale and
     zero point of a quantized one. None when the file cannot be opened here."""
     try:
-        if fmt == "tflite":
-            from runtimes.litert_session import new_interpreter
-            detail = new_interpreter(str(path), threads=1)[1].get_input_details()[0]
-            name, shape = detail["name"], [int(x) for x in detail["shape"]]
-            dtype = detail["dtype"].__name__
-            scale, zero = detail["quantization"]
-        else:
-            from runtimes.loader import load
-            session = load(str(path))
-            spec = session.inputs[0]
-            name, shape, dtype, scale, zero = spec.name, list(spec.shape), spec.dtype, 0, 0
-            session.close()
+        name, shape, dtype, scale, zero = _first_input(path, fmt)
     except Exception:  # noqa: BLE001 - an unreadable file only loses its feeding line
         return None
     layout = "NHWC" if channels_last else ("NCHW" if len(shape) == 4 else None)
@@ -69,13 +82,15 @@ def decision(artifacts, benchmarks: list[dict], verdicts: list[dict], targets,
     variants = decide.variants_of(benchmarks, verdicts, sizes, files)
     budgets = {name: {k: v for k, v in profile.budget.model_dump().items() if v is not None}
                for name, profile in targets}
-    recommendations, pareto = [], {}
+    recommendations, pareto, fed = [], {}, {}
     for name, _ in targets:
         rec = decide.recommend(name, variants)
         if rec["artifact"] in by_id and rec["path"]:
-            artifact = by_id[rec["artifact"]]
-            rec["feeding"] = feeding(Path(rec["path"]), artifact.format,
-                                     bool(artifact.meta.get("channels_last")))
+            artifact = by_id[rec["artifact"]]   # one file may win on several targets
+            if artifact.id not in fed:
+                fed[artifact.id] = feeding(Path(rec["path"]), artifact.format,
+                                           bool(artifact.meta.get("channels_last")))
+            rec["feeding"] = fed[artifact.id]
         rec["summary"] = decide.summary(rec, budgets[name], _shown(rec["path"]))
         recommendations.append(rec)
         pareto[name] = decide.pareto_front([v for v in variants if v.target == name])

@@ -65,12 +65,16 @@ def build_report(pipeline, manifest: dict, artifacts, benchmarks, verdicts, mode
     }
 
 
-def write_reports(run_dir: Path, report: dict) -> None:
+def write_reports(run_dir: Path, report: dict, page: bool = True) -> None:
+    """report.json, manifest.json, report.md and (`page`) report.html: a search's trials
+    leave the page to the search's own report, which shows them all."""
     write_json_atomic(run_dir / "report.json", report)
     write_json_atomic(run_dir / "manifest.json", report["manifest"])
     tmp = run_dir / ".report.md.tmp"
     tmp.write_text(render_markdown(report))
     tmp.replace(run_dir / "report.md")
+    if not page:
+        return
     from compress.errors import MissingDependency
     try:
         from compress.report_html import render_html

@@ -253,8 +253,9 @@ def _report(ctx: RunContext, produced: tuple, gated: set, strict: bool,
     report.update(decision(artifacts, benchmarks, [v.to_dict() for v in verdicts],
                            ctx.targets, ctx.run_dir, skipped))
     report["pipeline"]["config"] = history.config_record(pipeline)
-    write_reports(ctx.run_dir, report)
-    history.archive(ctx.run_dir, report)
+    write_reports(ctx.run_dir, report, page=not ctx.trial)
+    if not ctx.trial:   # a trial's history is its search's
+        history.archive(ctx.run_dir, report)
     return Result(ctx.run_dir, artifacts, benchmarks, verdicts, passed, report)
 
 
@@ -262,13 +263,15 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
                  quiet: bool = False, config_text: str | None = None,
                  stage_cache: Path | None = None, measured: dict | None = None) -> Result:
     """`stage_cache`: the folder of stages shared between runs (default: `.stages` in
-    the pipeline's output folder); `measured`: a search's memo of measurements."""
+    the pipeline's output folder); `measured`: a search's memo of measurements, given
+    to the search's trials only."""
     crash.set_run_dir(None)  # a crash before this run's folder exists is not logged in the last
     targets, gated = resolve_targets(pipeline)
     pipeline = resolve_inputs(apply_target_defaults(pipeline, targets))
     run_dir = pipeline.run_dir
     with Progress(quiet=quiet) as progress:
         ctx = RunContext(pipeline, progress, run_dir, targets=targets, measured=measured,
+                         trial=measured is not None,
                          stage_cache=stage_cache or pipeline.resolve(pipeline.output) / ".stages")
         progress.note(f"{pipeline.name}: checking the model, data and profiles")
         preflight(ctx)

@@ -14,7 +14,6 @@ the same space skips those. With Optuna the study is kept in `runs/<name>/search
 """
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,7 +23,7 @@ from compress import search_resume
 from compress.artifacts import write_json_atomic
 from compress.decide import over_ratio
 from compress.errors import CompressError, StageError
-from compress.search_space import axes, combinations, variant, variant_key
+from compress.search_space import axes, combinations, size, variant, variant_key
 
 TRIALS, STUDY_DB, RECORD = "trials", "search.db", "trial.json"
 OPTUNA_DEFAULT_TRIALS = 20
@@ -165,7 +164,7 @@ def _exhaustive(search: Search, limit: Optional[int]) -> None:
 
 def strategy_of(search_spec, space) -> tuple[str, Optional[int]]:
     """(exhaustive | optuna, how many trials at most: None for every combination)."""
-    total = math.prod(len(a.choices) for a in space)
+    total = size(space)
     strategy = search_spec.strategy
     if strategy == "auto":
         strategy = "exhaustive" if total <= (search_spec.max_trials or total) else "optuna"
@@ -199,7 +198,7 @@ def run_search(pipeline, *, force: bool = False, strict: bool = False, quiet: bo
         search.finished = {t.variant_key: t for t in search.resumable.values()}
         strategy, limit = strategy_of(pipeline.search, space)
         note(f"{pipeline.name}: search, {strategy}, "
-             f"{math.prod(len(a.choices) for a in space)} combinations"
+             f"{size(space)} combinations"
              f"{f', at most {limit} trials' if limit else ''}")
         if strategy == "exhaustive":
             _exhaustive(search, limit)

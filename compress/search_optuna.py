@@ -69,6 +69,5 @@ def _ran(search) -> int:
 def _tried_everything(search) -> bool:
     """Every combination has been made (a small space sampled past its size): the
     sampler would only repeat them."""
-    import math
-    total = math.prod(len(a.choices) for a in search.space)
-    return len({tuple(map(repr, t.params.values())) for t in search.trials}) >= total
+    from compress.search_space import size
+    return len({tuple(map(repr, t.params.values())) for t in search.trials}) >= size(search.space)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import math
 import json
 from dataclasses import dataclass
 from typing import Optional
@@ -122,6 +123,11 @@ def axes(pipeline) -> list[Axis]:
         else:
             found.append(_stage_axis(pipeline, key, tuple(choices)))
     return found
+
+
+def size(space_axes: list[Axis]) -> int:
+    """How many combinations the space has (duplicates and all)."""
+    return math.prod(len(a.choices) for a in space_axes)
 
 
 def combinations(space_axes: list[Axis]) -> list[dict]:

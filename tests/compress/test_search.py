@@ -70,6 +70,17 @@ def _start(path, cwd):
                             start_new_session=True, env=ENV)
 
 
+def _killed_after_first_trial(path, folder, run_dir) -> dict:
+    """Start the search, SIGKILL it as soon as a trial has finished; the trial records."""
+    child = _start(path, folder)
+    deadline = time.monotonic() + 240
+    while not _trial_records(run_dir) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    os.killpg(child.pid, signal.SIGKILL)
+    child.wait()
+    return _trial_records(run_dir)
+
+
 def _trial_records(run_dir):
     return {p.parent.name: (p.stat().st_mtime_ns, p.read_text())
             for p in (run_dir / "trials").glob("*/trial.json")}
@@ -84,13 +95,7 @@ def killed_and_resumed(tmp_path_factory, digits_checkpoint):
     data["tracking"] = {"mlflow": {"uri": "sqlite:///mlflow/store.db", "experiment": "s"}}
     path = write_pipeline(folder, data)
     run_dir = folder / "runs" / "s"
-    child = _start(path, folder)
-    deadline = time.monotonic() + 240
-    while not _trial_records(run_dir) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    os.killpg(child.pid, signal.SIGKILL)
-    child.wait()
-    before = _trial_records(run_dir)
+    before = _killed_after_first_trial(path, folder, run_dir)
     resumed = subprocess.run([sys.executable, "-m", "compress", "run", str(path)], cwd=folder,
                              capture_output=True, text=True, timeout=600, env=ENV)
     return before, _trial_records(run_dir), resumed, run_dir
@@ -189,13 +194,7 @@ def test_an_optuna_search_killed_mid_trial_resumes_from_its_study(tmp_path, digi
     data["search"]["space"] = {"quantize.calibration": ["minmax", "percentile"]}
     path = write_pipeline(folder, data)
     run_dir = folder / "runs" / "s"
-    child = _start(path, folder)
-    deadline = time.monotonic() + 240
-    while not _trial_records(run_dir) and time.monotonic() < deadline:
-        time.sleep(0.05)
-    os.killpg(child.pid, signal.SIGKILL)   # most often inside the second trial
-    child.wait()
-    before = _trial_records(run_dir)
+    before = _killed_after_first_trial(path, folder, run_dir)   # most often in the second
     assert (run_dir / "search.db").is_file() and before
     resumed = subprocess.run([sys.executable, "-m", "compress", "run", str(path)], cwd=folder,
                              capture_output=True, text=True, timeout=600, env=ENV)
