@@ -41,9 +41,11 @@ def _checked_name(name: str) -> str:
 
 def run(pipeline: Union[str, Path, Pipeline, dict], *, force: bool = False,
         strict: bool = False, quiet: bool = True, name: str | None = None,
-        output: str | None = None) -> Result:
+        output: str | None = None, executor: str | None = None) -> Result:
     """Run a pipeline given as a YAML path, a `Pipeline` object or a dict of its fields.
-    `name` and `output` put the run in another folder than the pipeline names.
+    `name` and `output` put the run in another folder than the pipeline names;
+    `executor` (local or ray) replaces the pipeline's executor type, its other settings
+    kept when the type is the same.
 
     Returns a Result with `artifacts`, `benchmarks`, `verdicts`, `passed` and `run_dir`.
     Raises a CompressError subclass for bad input (ConfigError, DataError, ModelError, ...).
@@ -59,12 +61,30 @@ def run(pipeline: Union[str, Path, Pipeline, dict], *, force: bool = False,
         from compress.errors import ConfigError
         raise ConfigError(f"compress.run takes a YAML path, a Pipeline or a dict, not "
                           f"{type(pipeline).__name__}")
-    pipeline = renamed(pipeline, name, output)
+    pipeline = with_executor(renamed(pipeline, name, output), executor)
     if pipeline.search is not None:
         from compress.search import run_search
         return run_search(pipeline, force=force, strict=strict, quiet=quiet,
                           config_text=config_text, note=_note(quiet))
+    if pipeline.executor.type != "local" and not quiet:
+        _note(quiet)(f"executor {pipeline.executor.type}: runs a search's trials; this "
+                     "pipeline has no search:, so it runs here")
     return run_pipeline(pipeline, force=force, strict=strict, quiet=quiet, config_text=config_text)
+
+
+def with_executor(pipeline: Pipeline, executor: str | None) -> Pipeline:
+    """`--executor`: the pipeline with that executor type (its YAML settings kept when it
+    names the same type)."""
+    if executor is None or executor == pipeline.executor.type:
+        return pipeline
+    from pydantic import TypeAdapter, ValidationError
+    from compress.config_executor import Executor
+    from compress.errors import ConfigError
+    try:
+        chosen = TypeAdapter(Executor).validate_python({"type": executor})
+    except ValidationError:
+        raise ConfigError(f"--executor {executor!r}: give local or ray") from None
+    return pipeline.model_copy(update={"executor": chosen})
 
 
 def _note(quiet: bool):

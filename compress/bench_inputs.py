@@ -3,10 +3,7 @@ with labels or the original model's outputs, and, for a custom metric, where the
 writes every evaluation output for this side to score."""
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
-
-from compress.errors import RemoteError
 
 
 def write_inputs(ctx, folder: Path) -> tuple[Path | None, Path | None, dict | None]:
@@ -33,25 +30,16 @@ def write_inputs(ctx, folder: Path) -> tuple[Path | None, Path | None, dict | No
         "primary": metric.primary if fidelity else None, "pairs": fidelity and metric.pairs}
 
 
-def outputs_path(host, out_dir: Path, index: int) -> str:
-    """Where the runner writes job `index`'s evaluation outputs (on the device for an SSH
-    target)."""
-    name = f"outputs-{index}.npz"
-    return host.path(name) if host is not None else str(out_dir / name)
-
-
-def custom_score(ctx, host, path: str) -> dict:
+def custom_score(ctx, place, path: str) -> dict:
     """Score the outputs the runner wrote with the user's metric function (fetched from
-    the device first for an SSH target)."""
+    the device first when it measured elsewhere)."""
+    import os
+    from compress.executors.places import read_local
     from compress.metric import score_outputs
     from runtimes.feeds import read_outputs
-    if host is None:
-        return score_outputs(ctx, read_outputs(path)[1])
-    proc = host.connection.run(["cat", path], timeout=300, check=True)
-    if proc.returncode != 0:
-        raise RemoteError(f"target {host.name}: could not read the outputs back from "
-                          f"{path}: {proc.stderr.decode(errors='replace')[-300:]}")
-    with tempfile.NamedTemporaryFile(suffix=".npz") as local:
-        local.write(proc.stdout)
-        local.flush()
-        return score_outputs(ctx, read_outputs(local.name)[1])
+    local = read_local(place, path)
+    try:
+        return score_outputs(ctx, read_outputs(local)[1])
+    finally:
+        if local != path:
+            os.unlink(local)

@@ -22,7 +22,7 @@ from typing import Optional
 class Screen:
     def __init__(self, ctx, config, metric_info):
         self.profiles = dict(ctx.targets)
-        self.remote = set(ctx.hosts)
+        self.remote = {name for name, fleet in ctx.fleets.items() if fleet.remote}
         self.memo = ctx.measured           # None outside a search
         self.skipping = config.skip_over_budget
         self.config = config.model_dump(mode="json", exclude={"name", "input", "artifacts"})
@@ -35,7 +35,7 @@ class Screen:
             return None
         where = job.target if job.target in self.remote else "here"
         parts = [job.artifact.sha256, job.engine, repr(job.settings), job.device_flags,
-                 job.python, job.comparison, job.is_baseline, where, self.config]
+                 job.where, job.comparison, job.is_baseline, where, self.config]
         return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
 
     def skip(self, job) -> Optional[tuple[str, Optional[float]]]:
@@ -53,12 +53,12 @@ class Screen:
                     f"{budget.accuracy_drop:g} accuracy budget"), drop
         return None
 
-    def saw(self, job, first_round: dict, key: Optional[str] = None, index: int = 0) -> None:
+    def saw(self, job, first_round, key: Optional[str] = None, index: int = 0) -> None:
         """Remember the metric's drop from a job's first round, and that this run times
         what the key names."""
         if key is not None:
             self.timed_here.setdefault(key, index)
-        value = (first_round.get("metric") or {}).get("value")
+        value = (first_round.metric or {}).get("value")
         if value is not None and self.metric_info and "baseline" in self.metric_info:
             self.drops[job.artifact.sha256] = self.metric_info["drop"](
                 self.metric_info["baseline"], value)

@@ -86,7 +86,7 @@ def accelerators_here(profile) -> bool:
 def _check_local_pythons(ctx) -> None:
     """A local target's own Python must exist before any work starts."""
     for index, target in enumerate(ctx.pipeline.targets):
-        if target.python and not target.ssh:
+        if target.python and not target.remote:
             path = ctx.pipeline.resolve(target.python)
             if not os.access(path, os.X_OK) or path.is_dir():
                 raise ConfigError(f"python '{target.python}' is not an executable Python here "
@@ -127,7 +127,7 @@ def _check_meters(ctx) -> None:
     for index, target in enumerate(ctx.pipeline.targets):
         name, profile = ctx.targets[index]
         power = profile.power
-        if target.ssh or target.python or power.meter in ("auto", "none"):
+        if target.remote or target.python or power.meter in ("auto", "none"):
             continue  # another Python's runner checks its own meter
         if not accelerators_here(profile):
             continue  # an accelerator not here is 'unmeasured' anyway: its meter is moot
@@ -266,5 +266,7 @@ def preflight(ctx) -> None:
     check_model_runs(ctx)
     if ctx.dataset("evaluation") is not None:
         _check_reference(ctx)
-    from compress.remote.targets import open_hosts
-    ctx.hosts = open_hosts(ctx)  # devices last: local mistakes never touch the network
+    if ctx.compress_only:   # a Ray task: the devices are the driver's to reach
+        return
+    from compress.executors.fleet import open_fleets
+    ctx.fleets = open_fleets(ctx)  # devices last: local mistakes never touch the network

@@ -42,6 +42,10 @@ def _parser() -> argparse.ArgumentParser:
                      "default: the pipeline's `name`")
     run.add_argument("--output", help="parent folder of the run folder (relative to here); "
                      "default: the pipeline's `output`")
+    run.add_argument("--executor", choices=("local", "ray"),
+                     help="where a search's trials compress (default: the pipeline's "
+                     "`executor`, else local); ray: a Ray cluster (executor.address, else "
+                     "RAY_ADDRESS, else one started here)")
     runs = sub.add_parser("runs", help="list the finished runs under an output folder")
     runs.add_argument("--output", default="runs", help="the output folder (default: runs)")
     runs.add_argument("--all", action="store_true", help="earlier runs of each name too")
@@ -71,7 +75,7 @@ def _parser() -> argparse.ArgumentParser:
 def _cmd_run(args) -> int:
     from compress.api import run
     result = run(args.file, force=args.force, strict=args.strict, quiet=args.quiet,
-                 name=args.name, output=args.output)
+                 name=args.name, output=args.output, executor=args.executor)
     _print_summary(result)
     return result.exit_code
 

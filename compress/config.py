@@ -16,6 +16,7 @@ from compress import stages as _stages  # noqa: F401  (registers every stage typ
 from compress.config_data import DataSource, DataSpec, Metric  # noqa: F401 (re-exported)
 from compress.config_model import (CALLABLE_NAME, DTYPES, ModelSpec, TensorDecl,  # noqa: F401
                                    TorchSource)
+from compress.config_executor import Executor, LocalExecutor
 from compress.config_search import SearchSpec
 from compress.config_targets import TargetSpec
 from compress.config_tracking import TrackingSpec
@@ -64,6 +65,8 @@ class Pipeline(Strict):
     search: Optional[SearchSpec] = Field(None, description="stage options as lists of "
                                          "choices: the variants to try and recommend from")
     tracking: Optional[TrackingSpec] = Field(None, description="log runs to MLflow")
+    executor: Executor = Field(LocalExecutor(), description="where a search's trials "
+                               "compress: local (here, one after another) or ray (a cluster)")
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
 
@@ -121,8 +124,12 @@ class Pipeline(Strict):
 def _tag_error(error: dict, loc: tuple) -> tuple[tuple, str]:
     """A union's tag missing or unknown: a stage's `type`, or a quantize stage's `scheme`."""
     key = error["ctx"]["discriminator"].strip("'")
-    known = sorted(STAGES) if key == "type" else sorted(SCHEMES)
-    what = "stage type" if key == "type" else "scheme"
+    if loc and loc[0] == "executor":
+        from compress.executors.trials import TRIAL_EXECUTORS
+        known, what = sorted(TRIAL_EXECUTORS), "executor"
+    else:
+        known = sorted(STAGES) if key == "type" else sorted(SCHEMES)
+        what = "stage type" if key == "type" else "scheme"
     if error["type"] == "union_tag_not_found":
         return (*loc, key), f"required key is missing: give `{key}:`, one of {', '.join(known)}"
     return (*loc, key), (f"unknown {what} '{error['ctx']['tag']}'. Known {what}s: "

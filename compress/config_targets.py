@@ -17,9 +17,13 @@ class TargetSpec(Strict):
         description="what the report calls this target (default: the profile's name); "
         "needed to list one profile twice, e.g. a board over SSH and the host")
     # A device reached over SSH: the benchmark runs there, with its own Python.
-    ssh: Optional[str] = Field(
+    ssh: Optional[Union[str, tuple[str, ...]]] = Field(
         None, description="run the benchmark on this host: user@host or user@host:port "
-        "(system OpenSSH, key authentication only)")
+        "(system OpenSSH, key authentication only); a list of them is a fleet of boards "
+        "of this profile: measurements are spread over them, one at a time per board")
+    hosts_file: Optional[str] = Field(
+        None, description="a fleet's devices from a file: one user@host[:port] a line, "
+        "# starts a comment (instead of listing them in ssh:)")
     identity: Optional[str] = Field(None, description="private key file for ssh")
     known_hosts: Optional[str] = Field(
         None, description="known_hosts file holding the device's host key "
@@ -58,17 +62,58 @@ class TargetSpec(Strict):
     @field_validator("ssh")
     @classmethod
     def _valid_address(cls, value):
-        if value is not None:
-            from compress.remote.ssh import parse_address
-            parse_address(value)  # ValueError names the expected form
+        from compress.remote.ssh import parse_address
+        addresses = (value,) if isinstance(value, str) else value or ()
+        if value is not None and not addresses:
+            raise ValueError("ssh: lists no device; give user@host[:port], or a list of them")
+        for address in addresses:
+            parse_address(address)  # ValueError names the expected form
+        if len(set(addresses)) != len(addresses):
+            raise ValueError("ssh: lists a device twice")
         return value
+
+    @property
+    def remote(self) -> bool:
+        return bool(self.ssh or self.hosts_file)
+
+    def devices(self, pipeline) -> list[str]:
+        """The device addresses: `ssh:` (one or a list), or the lines of `hosts_file`."""
+        if self.hosts_file is None:
+            return [self.ssh] if isinstance(self.ssh, str) else list(self.ssh or ())
+        return read_hosts_file(pipeline.resolve(self.hosts_file))
 
     @model_validator(mode="after")
     def _ssh_options_need_ssh(self):
         remote_only = [key for key in ("identity", "known_hosts") if getattr(self, key)]
         if self.accept_new_host_key:
             remote_only.append("accept_new_host_key")
-        if remote_only and not self.ssh:
+        if remote_only and not self.remote:
             raise ValueError(f"{', '.join(remote_only)} only apply to a target with ssh: "
                              "user@host[:port]")
+        if self.ssh and self.hosts_file:
+            raise ValueError("give the devices in ssh: or in hosts_file:, not both")
         return self
+
+
+def read_hosts_file(path) -> list[str]:
+    """A fleet's addresses; a ValueError names the file and the line that is wrong."""
+    from compress.remote.ssh import parse_address
+    try:
+        lines = path.read_text().splitlines()
+    except OSError as exc:
+        raise ValueError(f"hosts_file {path}: {exc.strerror}") from None
+    addresses = []
+    for number, line in enumerate(lines, 1):
+        address = line.split("#", 1)[0].strip()
+        if not address:
+            continue
+        try:
+            parse_address(address)
+        except ValueError as exc:
+            raise ValueError(f"hosts_file {path}, line {number}: {exc}") from None
+        if address in addresses:
+            raise ValueError(f"hosts_file {path}, line {number}: {address} is listed twice")
+        addresses.append(address)
+    if not addresses:
+        raise ValueError(f"hosts_file {path} lists no device: one user@host[:port] a line")
+    return addresses

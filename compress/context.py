@@ -24,11 +24,12 @@ class RunContext:
     source_artifact: Optional[Artifact] = None
     targets: list = field(default_factory=list)  # [(target name, Profile)]
     committed: list = field(default_factory=list)  # stage folders this run wrote
-    hosts: dict = field(default_factory=dict)  # {target name: RemoteHost} for ssh targets
+    fleets: dict = field(default_factory=dict)  # {target name: executors.fleet.Fleet}
     cleanup_warnings: list = field(default_factory=list)  # what a device kept after a run
     stage_cache: Optional[Path] = None        # stages shared by every run (stage_cache.py)
     measured: Optional[dict] = None           # a search's measurements, reused by its trials
     trial: bool = False                       # a search's trial: no page, no history of its own
+    compress_only: bool = False               # stages and baselines only (a Ray task)
     _datasets: dict = field(default_factory=dict)
     _reference: object = None
     _reference_names: object = None

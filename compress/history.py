@@ -124,4 +124,5 @@ def config_record(pipeline) -> dict:
     """The pipeline's settings as JSON (Python objects given in place of names, such as a
     torch module, as their repr), for comparing runs."""
     from pydantic_core import to_jsonable_python
-    return to_jsonable_python(pipeline.model_dump(exclude={"tracking"}), fallback=repr)
+    return to_jsonable_python(pipeline.model_dump(exclude={"tracking", "executor"}),
+                              fallback=repr)

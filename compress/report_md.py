@@ -6,6 +6,7 @@ from compress.mdtext import fmt, md
 from compress.recommend_md import recommendation_lines
 from compress.report_md_tables import (artifact_table, benchmark_table, model_table,
                                        placement_table, quantization_details)
+from compress.report_fleet import fleet_lines
 from compress.report_notes import NO_NUMBER, how_measured, machine_text, reason_groups
 from profiles import NO_METER
 
@@ -156,6 +157,7 @@ def render_markdown(report: dict) -> str:
              "## Artifacts", "", *artifact_table(report), "",
              *details,
              "## Where each target was measured", "", *_where_measured(report), "",
+             *fleet_lines(report),
              "## Benchmarks (batch as declared)", "",
              *benchmark_table(report), "",
              "peak MB is the benchmark process's peak resident memory; (model) is that minus "

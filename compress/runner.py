@@ -9,7 +9,6 @@ that fails in stage N keeps stages 1..N-1 committed, and a re-run resumes from N
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import time
 from dataclasses import dataclass, field
@@ -30,8 +29,9 @@ from compress.progress import Progress
 from compress.recommend import decision
 from compress.stage_graph import DEPLOYABLE
 from compress.runlock import RunLock
-from compress.remote.targets import close_hosts
+from compress.executors.fleet import close_fleets
 from compress.report import build_report, write_reports
+from compress.report_fleet import fleet_summaries
 from compress.stagebase import STAGES
 from compress.stages.benchmark import plan_jobs
 from compress.tracking import track_result
@@ -192,13 +192,12 @@ def _benchmark(ctx: RunContext, bench_stage, candidates) -> tuple[list[dict], li
     the baselines' comparison runs on the targets' other engines."""
     if bench_stage is None or not ctx.targets:
         return [], [], []
-    local_cores = os.cpu_count() or 1
-    cores = {name: ctx.hosts[name].facts["cores"] if name in ctx.hosts else local_cores
+    fleets = ctx.fleets
+    cores = {name: fleets[name].cores for name, _ in ctx.targets}
+    # measurements are shared (a search's memo) within one Python or one device fleet
+    where = {name: name if fleets[name].remote else fleets[name].places[0].label
              for name, _ in ctx.targets}
-    pythons = {name: str(ctx.pipeline.resolve(target.python))
-               for target, (name, _) in zip(ctx.pipeline.targets, ctx.targets)
-               if target.python and not target.ssh}
-    jobs, skipped = plan_jobs(candidates, ctx.targets, cores, pythons)
+    jobs, skipped = plan_jobs(candidates, ctx.targets, cores, where)
     index, stage = bench_stage
     bench_dir = StageDir(ctx.run_dir, f"{index:02d}-benchmark")
     ctx.out_dir = bench_dir.begin()
@@ -209,7 +208,7 @@ def _benchmark(ctx: RunContext, bench_stage, candidates) -> tuple[list[dict], li
     finally:
         bench_dir.abort()
         ctx.out_dir = None
-        ctx.cleanup_warnings += close_hosts(ctx.hosts)
+        ctx.cleanup_warnings += close_fleets(fleets)
     comparisons = [b for b in benchmarks if b["comparison"]]
     benchmarks = [b for b in benchmarks if not b["comparison"]]
     # An accelerator not on the measuring machine: no numbers, an honest 'unmeasured'.
@@ -219,19 +218,23 @@ def _benchmark(ctx: RunContext, bench_stage, candidates) -> tuple[list[dict], li
     benchmarks = [b for b in benchmarks if "unmeasured" not in b]
     for bench in benchmarks + comparisons:  # with the clean-up time, known only now
         if bench.get("remote"):
-            bench["remote"].update(ctx.hosts[bench["target"]].times.to_dict())
+            place = next(p for p in fleets[bench["target"]].opened
+                         if p.label == bench["remote"]["host"])
+            bench["remote"].update(place.times())
     return benchmarks, skipped, comparisons
 
 
 def _produce(ctx: RunContext, force: bool) -> tuple[list, list, list, list]:
     """Stages, baselines and benchmark: (artifacts, benchmarks, skipped pairs, the
-    baselines' runs on other engines)."""
+    baselines' runs on other engines); with ctx.compress_only, no benchmark."""
     artifacts, consumed, bench_stage, by_key = _run_stages(ctx, force)
     chosen = bench_stage[1].artifacts if bench_stage else None
     picked = _candidates(artifacts, consumed, chosen)
     baselines = _baselines(ctx, picked, by_key, force) if bench_stage else []
     # after the source, which they stand for: the stages' own artifacts stay last
     artifacts[1:1] = [b for b in baselines if b not in artifacts]
+    if ctx.compress_only:
+        return artifacts, [], [], []
     measured = _benchmark(ctx, bench_stage, _with_baselines(baselines, picked))
     return (artifacts, *measured)
 
@@ -253,6 +256,7 @@ def _report(ctx: RunContext, produced: tuple, gated: set, strict: bool,
     report.update(decision(artifacts, benchmarks, [v.to_dict() for v in verdicts],
                            ctx.targets, ctx.run_dir, skipped))
     report["pipeline"]["config"] = history.config_record(pipeline)
+    report["fleets"] = fleet_summaries(ctx.fleets)
     write_reports(ctx.run_dir, report, page=not ctx.trial)
     if not ctx.trial:   # a trial's history is its search's
         history.archive(ctx.run_dir, report)
@@ -261,17 +265,19 @@ def _report(ctx: RunContext, produced: tuple, gated: set, strict: bool,
 
 def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = False,
                  quiet: bool = False, config_text: str | None = None,
-                 stage_cache: Path | None = None, measured: dict | None = None) -> Result:
+                 stage_cache: Path | None = None, measured: dict | None = None,
+                 compress_only: bool = False) -> Result:
     """`stage_cache`: the folder of stages shared between runs (default: `.stages` in
     the pipeline's output folder); `measured`: a search's memo of measurements, given
-    to the search's trials only."""
+    to the search's trials only; `compress_only`: make the stages and baselines (into
+    the stage cache) and stop, no device reached, no report (a trial's Ray task)."""
     crash.set_run_dir(None)  # a crash before this run's folder exists is not logged in the last
     targets, gated = resolve_targets(pipeline)
     pipeline = resolve_inputs(apply_target_defaults(pipeline, targets))
     run_dir = pipeline.run_dir
     with Progress(quiet=quiet) as progress:
         ctx = RunContext(pipeline, progress, run_dir, targets=targets, measured=measured,
-                         trial=measured is not None,
+                         trial=measured is not None, compress_only=compress_only,
                          stage_cache=stage_cache or pipeline.resolve(pipeline.output) / ".stages")
         progress.note(f"{pipeline.name}: checking the model, data and profiles")
         preflight(ctx)
@@ -281,11 +287,14 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
             lock = RunLock(run_dir)
             lock.acquire(progress.note)
         except BaseException:
-            close_hosts(ctx.hosts)
+            close_fleets(ctx.fleets)
             raise
         crash.set_run_dir(run_dir)  # kept after a failure: the CLI logs a crash there
         try:
             produced = _produce(ctx, force)
+            if compress_only:
+                crash.set_run_dir(None)
+                return Result(run_dir, produced[0], [], [], True, {})
             result = _report(ctx, produced, gated, strict, config_text)
             track_result(pipeline, result, progress.note)
             crash.set_run_dir(None)
@@ -293,7 +302,7 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
         except BaseException:  # an error, a bug or Ctrl-C: no report from this run
             _drop_empty_run_dir(ctx, created_run_dir)
             # no report will carry them: what a device kept is said now
-            for warning in ctx.cleanup_warnings + close_hosts(ctx.hosts):
+            for warning in ctx.cleanup_warnings + close_fleets(ctx.fleets):
                 progress.note(f"warning: {warning}")
             raise
         finally:

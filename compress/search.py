@@ -17,7 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Iterator, Optional
 
 from compress import search_resume
 from compress.artifacts import write_json_atomic
@@ -58,6 +58,7 @@ class Search:
     memo: dict = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
     resumed: int = 0
+    in_flight: int = 0                      # trials an executor is compressing now
     targets: tuple = ()                     # the target names, in the pipeline's order
 
 
@@ -105,41 +106,100 @@ def _variant(search: Search, params: dict, trial_id: str):
     return made, None
 
 
-def run_trial(search: Search, params: dict, trial_id: str, position: str = "") -> Trial:
-    """One combination: skipped (it cannot be made), a duplicate of a finished trial, or
-    run as a pipeline of its own (complete or failed, with why)."""
-    from compress.runner import run_pipeline
-    made, why = _variant(search, params, trial_id)
+@dataclass
+class Proposal:
+    """A combination to try, from a strategy; `told` hands its trial back (Optuna)."""
+    params: dict
+    trial_id: str
+    position: str = ""
+    told: Callable[[Trial], None] = lambda trial: None
+
+
+@dataclass
+class Prepared:
+    """A proposal made into a pipeline of its own, not a skip nor a duplicate."""
+    proposal: Proposal
+    made: object
+    key: str
+
+
+def prepare_trial(search: Search, proposal: Proposal):
+    """A Trial when there is nothing to run (it cannot be made, or a finished trial made
+    the same variant), else Prepared."""
+    made, why = _variant(search, proposal.params, proposal.trial_id)
     if made is None:
-        return _record(search, Trial(trial_id, params, SKIPPED, error=why))
+        return _record(search, Trial(proposal.trial_id, proposal.params, SKIPPED, error=why))
     key = variant_key(made)
     twin = search.finished.get(key)
     if twin is not None:
-        search.trials.append(Trial(trial_id, params, DUPLICATE, variant_key=key,
-                                   same_as=twin.id, objectives=twin.objectives,
-                                   constraints=twin.constraints, error=twin.error))
+        search.trials.append(Trial(proposal.trial_id, proposal.params, DUPLICATE,
+                                   variant_key=key, same_as=twin.id,
+                                   objectives=twin.objectives, constraints=twin.constraints,
+                                   error=twin.error))
         return search.trials[-1]
-    note = search.options["note"]
+    return Prepared(proposal, made, key)
+
+
+def finish_trial(search: Search, prepared: Prepared, compressed: Optional[dict] = None) -> Trial:
+    """Run the variant's pipeline here and record it. `compressed`: what an executor that
+    made its stages elsewhere answered (executors.ray_task): they are reused from the
+    stage cache, or the trial is recorded as failed with the executor's message."""
+    from compress.runner import run_pipeline
+    proposal, note = prepared.proposal, search.options["note"]
     elapsed = time.monotonic() - search.started
-    note(f"trial {trial_id} ({position}{elapsed:.0f} s into the search): "
-         f"{', '.join(f'{k}={v}' for k, v in params.items())}")
+    note(f"trial {proposal.trial_id} ({proposal.position}{elapsed:.0f} s into the search): "
+         f"{', '.join(f'{k}={v}' for k, v in proposal.params.items())}")
     started = time.perf_counter()
     try:
-        result = run_pipeline(made, force=search.options["force"],
+        if compressed is not None and "message" in compressed:
+            raise (_Failed if compressed["stage_error"] else CompressError)(compressed["message"])
+        # what an executor made is reused, even when forced: it was forced there
+        result = run_pipeline(prepared.made, force=search.options["force"] and not compressed,
                               strict=search.options["strict"], quiet=search.options["quiet"],
-                              stage_cache=search.pipeline.resolve(search.pipeline.output)
-                              / ".stages", measured=search.memo)
+                              stage_cache=stage_cache_of(search.pipeline), measured=search.memo)
     except CompressError as exc:   # this variant cannot be made or measured: the others can
-        if not isinstance(exc, StageError) and not any(t.state == COMPLETE
-                                                       for t in search.trials):
+        if not isinstance(exc, (StageError, _Failed)) and not any(
+                t.state == COMPLETE for t in search.trials):
             raise   # before any stage of the first trial: the pipeline itself is wrong
-        note(f"trial {trial_id} failed: {exc}")
-        return _record(search, Trial(trial_id, params, FAILED, str(exc),
-                                     round(time.perf_counter() - started, 3), key))
+        note(f"trial {proposal.trial_id} failed: {exc}")
+        return _record(search, Trial(proposal.trial_id, proposal.params, FAILED, str(exc),
+                                     round(time.perf_counter() - started, 3), prepared.key))
+    _check_same_files(note, proposal.trial_id, compressed, result.artifacts)
     objectives, constraints = _objectives(result.report)
-    return _record(search, Trial(trial_id, params, COMPLETE, None,
-                                 round(time.perf_counter() - started, 3), key,
+    return _record(search, Trial(proposal.trial_id, proposal.params, COMPLETE, None,
+                                 round(time.perf_counter() - started, 3), prepared.key,
                                  objectives=objectives, constraints=constraints))
+
+
+def _check_same_files(note, trial_id: str, compressed: Optional[dict], artifacts) -> None:
+    """The files measured are those the executor made (by sha256): a stage cache that is
+    not one shared folder would show here."""
+    made = (compressed or {}).get("artifacts") or {}
+    differ = [a.id for a in artifacts if a.id in made and made[a.id] != a.sha256]
+    if differ:
+        note(f"warning: trial {trial_id}: {', '.join(differ)} differ from what the executor "
+             "made (sha256): is the stage cache one folder every node shares?")
+
+
+class _Failed(CompressError):
+    """A stage failed where an executor ran it (its message as it was there)."""
+
+
+def stage_cache_of(pipeline) -> Path:
+    """The stage cache every run and trial of this output folder shares."""
+    return pipeline.resolve(pipeline.output) / ".stages"
+
+
+def run_trial(search: Search, proposal: Proposal) -> Trial:
+    """One combination: skipped (it cannot be made), a duplicate of a finished trial, or
+    run as a pipeline of its own (complete or failed, with why)."""
+    prepared = prepare_trial(search, proposal)
+    return prepared if isinstance(prepared, Trial) else finish_trial(search, prepared)
+
+
+def started_count(search: Search) -> int:
+    """Trials run or running: what max_trials counts."""
+    return sum(t.state in (COMPLETE, FAILED) for t in search.trials) + search.in_flight
 
 
 def _out_of_time(search: Search) -> bool:
@@ -147,11 +207,10 @@ def _out_of_time(search: Search) -> bool:
     return budget is not None and time.monotonic() - search.started > budget
 
 
-def _exhaustive(search: Search, limit: Optional[int]) -> None:
+def _exhaustive(search: Search, limit: Optional[int]) -> Iterator[Proposal]:
     every = combinations(search.space)
     for index, params in enumerate(every):
-        ran = sum(t.state in (COMPLETE, FAILED) for t in search.trials)
-        if (limit is not None and ran >= limit) or _out_of_time(search):
+        if (limit is not None and started_count(search) >= limit) or _out_of_time(search):
             break
         trial_id = f"t{index:03d}"
         done = search.resumable.get(trial_id)
@@ -159,7 +218,7 @@ def _exhaustive(search: Search, limit: Optional[int]) -> None:
             search.trials.append(done)
             search.resumed += 1
             continue
-        run_trial(search, params, trial_id, f"combination {index + 1} of {len(every)}, ")
+        yield Proposal(params, trial_id, f"combination {index + 1} of {len(every)}, ")
 
 
 def strategy_of(search_spec, space) -> tuple[str, Optional[int]]:
@@ -178,7 +237,8 @@ def run_search(pipeline, *, force: bool = False, strict: bool = False, quiet: bo
     """Run the trials and write the search's report; returns the runner's Result."""
     from compress.checks import resolve_targets
     from compress.runlock import RunLock
-    from compress.search_optuna import optuna_trials
+    from compress.executors.trials import TRIAL_EXECUTORS
+    from compress.search_optuna import optuna_proposals
     from compress.search_report import conclude
     from compress.tracking import check_pipeline
     targets, _ = resolve_targets(pipeline)   # a profile that fails to load fails first
@@ -200,10 +260,9 @@ def run_search(pipeline, *, force: bool = False, strict: bool = False, quiet: bo
         note(f"{pipeline.name}: search, {strategy}, "
              f"{size(space)} combinations"
              f"{f', at most {limit} trials' if limit else ''}")
-        if strategy == "exhaustive":
-            _exhaustive(search, limit)
-        else:
-            optuna_trials(search, limit, out / STUDY_DB, f"search-{current[:16]}")
+        proposals = (_exhaustive(search, limit) if strategy == "exhaustive" else
+                     optuna_proposals(search, limit, out / STUDY_DB, f"search-{current[:16]}"))
+        TRIAL_EXECUTORS[pipeline.executor.type](search, proposals)
         return conclude(search, strategy, config_text)
     finally:
         lock.release()

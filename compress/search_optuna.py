@@ -28,8 +28,10 @@ def _requeue_killed(optuna, study) -> int:
     return len(killed)
 
 
-def optuna_trials(search, limit: int, path: Path, name: str) -> None:
-    from compress.search import COMPLETE, DUPLICATE, run_trial, _out_of_time
+def optuna_proposals(search, limit: int, path: Path, name: str):
+    """Proposals from the study; each is told its trial's objectives when it ends (an
+    executor running several at once asks ahead: the sampler sees them as running)."""
+    from compress.search import Proposal, _out_of_time, started_count
     optuna, study = _study(path, name, search.pipeline.seed)
     killed = _requeue_killed(optuna, study)
     if killed:
@@ -44,26 +46,27 @@ def optuna_trials(search, limit: int, path: Path, name: str) -> None:
     # a sampler on a small space proposes finished variants again (answered from their
     # records, not run): past this many proposals in a row it has nothing new to offer
     for _ in range(limit * REPEATS_PER_TRIAL):
-        if _ran(search) >= limit or _out_of_time(search) or _tried_everything(search):
+        if started_count(search) >= limit or _out_of_time(search) or _tried_everything(search):
             break
         trial = study.ask(distributions)
         params = {a.key: a.choices[trial.params[a.key]] for a in search.space}
-        result = run_trial(search, params, f"t{trial.number:03d}",
-                           f"{_ran(search) + 1} of at most {limit}, ")
-        if result.state in (COMPLETE, DUPLICATE) and result.objectives:
-            for target, value in zip(search.targets, result.constraints):
-                trial.set_constraint(target, value)
-            study.tell(trial, result.objectives)
-        else:
-            study.tell(trial, state=optuna.trial.TrialState.FAIL)
+        yield Proposal(params, f"t{trial.number:03d}",
+                       f"{started_count(search) + 1} of at most {limit}, ",
+                       told=lambda result, trial=trial: _tell(optuna, study, trial, search,
+                                                              result))
+
+
+def _tell(optuna, study, trial, search, result) -> None:
+    from compress.search import COMPLETE, DUPLICATE
+    if result.state in (COMPLETE, DUPLICATE) and result.objectives:
+        for target, value in zip(search.targets, result.constraints):
+            trial.set_constraint(target, value)
+        study.tell(trial, result.objectives)
+    else:
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
 
 REPEATS_PER_TRIAL = 10
-
-
-def _ran(search) -> int:
-    from compress.search import COMPLETE, FAILED
-    return sum(t.state in (COMPLETE, FAILED) for t in search.trials)
 
 
 def _tried_everything(search) -> bool:

@@ -8,8 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import sys
-import time
+import threading
 from dataclasses import dataclass
 from typing import Literal, Optional
 
@@ -17,13 +16,16 @@ from pydantic import (Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, Po
                       model_validator)
 
 from compress.artifacts import artifact_files
-from compress.bench_inputs import custom_score, outputs_path, write_inputs
-from compress.bench_records import pool_rounds, record
+from compress.bench_inputs import custom_score, write_inputs
+from compress.bench_records import by_device, pool_rounds, record, spread
 from compress.bench_screen import Screen
+from compress.executors.dispatch import Item, dispatch
+from compress.executors.places import DeviceLost
 from compress.measuring import (AUTO, Unavailable, baseline_engines, engine_flags, engine_for,
-                                measure_in_subprocess, needed_engines, reports_placement)
+                                needed_engines, reports_placement)
 from compress.stagebase import StageConfig, register
 from runtimes import engines
+from runtimes.result import Measurement
 
 
 class Benchmark(StageConfig):
@@ -64,7 +66,8 @@ class Job:
     engine: str                          # an engine's name, or measuring.AUTO
     settings: engines.Settings
     device_flags: tuple[str, ...] = ()   # power meter, CPU pinning: from the profile
-    python: Optional[str] = None         # another local Python for the runner (the target's)
+    where: str = "here"                  # the place that measures it: a target's own Python
+    #                                      or device fleet (measurements shared only within)
     comparison: bool = False             # a baseline on another of the target's engines: only
     #                                      for that engine's speed-ups, never judged
 
@@ -89,7 +92,7 @@ def device_flags(profile) -> tuple[str, ...]:
 
 
 def plan_jobs(candidates, targets, cores: dict[str, int],
-              pythons: dict[str, str] | None = None) -> tuple[list[Job], list[dict]]:
+              where: dict[str, str] | None = None) -> tuple[list[Job], list[dict]]:
     """Which artifact runs for which target, and the pairs left out with the reason: a
     profile measures only the formats its `runtime.engines` run (rpi4: TFLite only). A
     baseline is measured with the target's engine for its format and, as a comparison,
@@ -110,7 +113,7 @@ def plan_jobs(candidates, targets, cores: dict[str, int],
             settings = runtime.settings(min(runtime.threads or usable, usable),
                                    artifact.meta.get("inference_precision"))
             job = Job(artifact, is_baseline, target, engine, settings, device_flags(profile),
-                      (pythons or {}).get(target))
+                      (where or {}).get(target, "here"))
             jobs += [job] + [dataclasses.replace(job, engine=other, comparison=True)
                              for other in others]
     return jobs, skipped
@@ -144,110 +147,154 @@ def _runner_args(path, inputs, evaluation, job: Job, config: Benchmark, metric,
     return cmd
 
 
-def _stage_on_hosts(jobs: list[Job], ctx, inputs, evaluation) -> dict:
-    """Copy each SSH target's artifacts and the inputs to its device.
-    {(job index): (host, model path there, inputs there, evaluation there)}."""
-    placed, by_host = {}, {}
-    for index, job in enumerate(jobs):
-        if job.target in ctx.hosts:
-            by_host.setdefault(job.target, []).append(index)
-    for name, indices in by_host.items():
-        host = ctx.hosts[name]
+def _stage_on_devices(jobs: list[Job], ctx, inputs, evaluation) -> dict:
+    """Copy each remote target's artifacts and the inputs to every device of its fleet.
+    {(target, device label): {local path: path there}}; a board of a fleet that fails
+    here is left out (named), as long as another one is left."""
+    staged, by_target = {}, {}
+    for job in jobs:
+        by_target.setdefault(job.target, []).append(job)
+    for name, mine in by_target.items():
+        fleet = ctx.fleets[name]
+        if not fleet.remote:
+            continue
         # one folder per artifact, with its weights file where it has one (names kept:
         # an ONNX model refers to its external data by name)
-        files = {part: f"models/{jobs[i].artifact.id}/{part.name}" for i in indices
-                 for part in artifact_files(ctx.path(jobs[i].artifact))}
+        files = {part: f"models/{job.artifact.id}/{part.name}" for job in mine
+                 for part in artifact_files(ctx.path(job.artifact))}
         files.update({path: f"inputs/{path.name}" for path in (inputs, evaluation) if path})
         # a comparison engine missing there only leaves that comparison unmeasured
-        engines = needed_engines(jobs[i] for i in indices if not jobs[i].comparison)
-        with ctx.progress.task(f"copy {len(indices)} models to {name} "
-                               f"({host.spec.ssh.address})", None):
-            host.stage(list(files.items()), engines)
-        if host.swept:
-            ctx.progress.note(f"target {name}: removed {len(host.swept)} folder(s) that killed "
-                              f"runs left there ({', '.join(host.swept)})")
-        ctx.progress.note(f"target {name}: {host.times.copied_bytes / 2**20:.1f} MiB copied in "
-                          f"{host.times.copy_s:.2f} s")
-        there = {path: host.path(name) for path, name in files.items()}
-        for i in indices:
-            placed[i] = (host, there[ctx.path(jobs[i].artifact)], there.get(inputs),
-                         there.get(evaluation))
-    return placed
+        engines = needed_engines(job for job in mine if not job.comparison)
+        for place in list(fleet.places):
+            try:
+                with ctx.progress.task(f"copy {len(mine)} models to {name} ({place.label})",
+                                       None):
+                    staged[name, place.label] = place.stage(files, engines,
+                                                            ctx.progress.note)
+            except DeviceLost as exc:
+                if len(fleet.places) == 1:
+                    raise
+                fleet.drop(place, str(exc))
+                ctx.progress.note(f"warning: target {name}: {place.label} left out: {exc}")
+    return staged
 
 
-def _measure_once(index: int, job: Job, round_index: int, placed: dict, files: tuple,
-                  config: Benchmark, ctx) -> dict:
-    """One round of one job: the runner's result (its metric in the first round only, which
-    does not change between rounds; a custom metric scored here from the outputs it wrote).
-    `files`: (timed inputs, evaluation data, metric info). Raises Unavailable."""
+def _measure_once(index: int, job: Job, round_index: int, place, staged: dict, files: tuple,
+                  config: Benchmark, ctx) -> Measurement:
+    """One round of one job on one device: the runner's result (its metric in the first
+    round only, which does not change between rounds; a custom metric scored here from
+    the outputs it wrote). `files`: (timed inputs, evaluation data, metric info).
+    Raises Unavailable, and places.DeviceLost when the device's connection fails."""
     inputs, evaluation, metric_info = files
     artifact = job.artifact
-    host, model, batch, evaluate = placed.get(index, (None, ctx.path(artifact), inputs,
-                                                      evaluation))
-    outputs = outputs_path(host, ctx.out_dir, index)
+    paths = staged.get((job.target, place.label), {})
+    model, batch, evaluate = (paths.get(path, str(path)) if path else None
+                              for path in (ctx.path(artifact), inputs, evaluation))
+    outputs = place.outputs_path(ctx.out_dir, f"outputs-{index}.npz")
     # a comparison is timed only: the metric and placement are the baseline record's
     first = round_index == 0 and not job.comparison
     args = _runner_args(model, batch, evaluate, job, config, metric_info,
                         artifact.meta.get("channels_last", False), first, outputs)
-    cmd = (host.runner_command(args, config.timeout_s) if host else
-           [job.python or sys.executable, "-m", "runtimes", "bench", *args])
-    label = (f"benchmark {artifact.id} on {job.target} ({job.threads} threads, round "
+    device = f" on {place.label}" if ctx.fleets[job.target].size > 1 else ""
+    label = (f"benchmark {artifact.id} on {job.target}{device} ({job.threads} threads, round "
              f"{round_index + 1}/{config.rounds})")
-    started = time.perf_counter()
     with ctx.progress.task(label, math.ceil(config.runs / config.rounds)) as advance:
-        result = measure_in_subprocess(cmd, config.timeout_s, advance, host)
-    # The runner's whole wall time, start-up and (over SSH) the round trip included.
-    result["wall_s"] = time.perf_counter() - started
+        result = place.measure(args, config.timeout_s, advance)
     if first and evaluate and metric_info and metric_info["custom"]:
-        fidelity = (result.get("metric") or {}).get("details") or {}
-        result["metric"] = custom_score(ctx, host, outputs)
-        result["metric"]["details"] = {**fidelity, **result["metric"]["details"]}
-        result["metric"]["samples"] = len(ctx.dataset("evaluation"))
-    if host:
-        host.times.run_s.append(result["wall_s"])
+        fidelity = (result.metric or {}).get("details") or {}
+        metric = custom_score(ctx, place, outputs)
+        metric["details"] = {**fidelity, **metric["details"]}
+        metric["samples"] = len(ctx.dataset("evaluation"))
+        result = result.replace(metric=metric)
     return result
+
+
+class _Rounds:
+    """What the rounds of one benchmark share (the measurements made so far, the jobs
+    settled without timing), guarded for measurements made on devices side by side."""
+
+    def __init__(self, jobs: list[Job], ctx, config: Benchmark, files: tuple):
+        self.jobs, self.ctx, self.config, self.files = jobs, ctx, config, files
+        self.screen = Screen(ctx, config, files[2])
+        self.keys = [self.screen.key(job) for job in jobs]
+        self.twins: dict[int, int] = {}   # job -> an earlier job measured the same way
+        self.rounds = {index: [] for index in range(len(jobs))}
+        self.done: dict[int, dict] = {}   # job -> its record without timing: unmeasured,
+        #                                   not timed, or a measurement this search made
+        self.staged: dict = {}
+        self.lock = threading.Lock()
+
+    def todo(self) -> list[int]:
+        return [i for i in range(len(self.jobs)) if i not in self.done and i not in self.twins]
+
+    def measure(self, index: int, place, round_index: int) -> None:
+        job = self.jobs[index]
+        with self.lock:
+            if round_index == 0 and _settled(index, job, self.keys[index], self.screen,
+                                             self.done, self.twins):
+                return
+        try:
+            result = _measure_once(index, job, round_index, place, self.staged, self.files,
+                                   self.config, self.ctx)
+        except Unavailable as exc:
+            with self.lock:
+                self.done[index] = _untimed(job, unmeasured=str(exc))
+            self.ctx.progress.note(f"{job.artifact.id} on {job.target}: unmeasured: {exc}")
+            return
+        with self.lock:
+            self.rounds[index].append(result)
+            if round_index == 0:
+                self.screen.saw(job, result, self.keys[index], index)
+            if job.engine == AUTO:  # the later rounds time the engine the probe chose
+                self.jobs[index] = dataclasses.replace(
+                    job, engine=result.engine_choice["chosen"])
+
+    def records(self) -> list[dict]:
+        records = [self.done.get(index) or (None if index in self.twins else
+                                            self._record(index, job))
+                   for index, job in enumerate(self.jobs)]
+        for index, first in self.twins.items():
+            records[index] = self.screen.copy_for(records[first], self.jobs[index])
+        for key, made in zip(self.keys, records):
+            self.screen.remember(key, made)
+        return records
+
+    def _record(self, index: int, job: Job) -> dict:
+        rounds, fleet = self.rounds[index], self.ctx.fleets[job.target]
+        made = record(pool_rounds(rounds), job, self.files[2],
+                      next((p for p in fleet.opened if p.label == rounds[0].device), None))
+        if fleet.size > 1:   # a fleet: each board's own figures beside the pooled ones
+            made["devices"] = by_device(rounds)
+            made["device_spread"] = spread(made["devices"])
+        return made
+
+
+def _items(rounds: _Rounds, round_index: int) -> list[Item]:
+    """This round's measurements: a job's rounds rotate over its target's boards."""
+    position: dict[str, int] = {}
+    items = []
+    for index in rounds.todo():
+        target = rounds.jobs[index].target
+        position[target] = position.get(target, -1) + 1
+        items.append(Item(index, rounds.ctx.fleets[target], position[target] + round_index))
+    return items
 
 
 @register(Benchmark, produces_artifacts=False)
 def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
     """`jobs`: what plan_jobs made of the candidates and the pipeline's targets."""
-    jobs = list(jobs)   # an `auto` job becomes its chosen engine's after the first round
     files = write_inputs(ctx, ctx.out_dir)
     metric_info = files[2]
     if metric_info is not None:
         metric_info["drop"] = ctx.metric().drop
-    placed = _stage_on_hosts(jobs, ctx, files[0], files[1])
-    screen = Screen(ctx, config, metric_info)
-    keys = [screen.key(job) for job in jobs]
-    twins: dict[int, int] = {}   # job -> an earlier job of this run measured the same way
-    rounds = {index: [] for index in range(len(jobs))}
-    done: dict[int, dict] = {}   # job -> its record without timing: unmeasured, not timed,
-    #                              or a measurement this search already made
+    # an `auto` job becomes its chosen engine's after the first round
+    state = _Rounds(list(jobs), ctx, config, files)
+    state.staged = _stage_on_devices(state.jobs, ctx, files[0], files[1])
     for round_index in range(config.rounds):
-        for index, job in enumerate(jobs):
-            if index in done or index in twins:
-                continue
-            if round_index == 0 and _settled(index, job, keys[index], screen, done, twins):
-                continue
-            try:
-                rounds[index].append(_measure_once(index, job, round_index, placed, files,
-                                                   config, ctx))
-                if round_index == 0:
-                    screen.saw(job, rounds[index][0], keys[index], index)
-                if job.engine == AUTO:  # the later rounds time the engine the probe chose
-                    jobs[index] = dataclasses.replace(
-                        job, engine=rounds[index][0]["engine_choice"]["chosen"])
-            except Unavailable as exc:
-                done[index] = _untimed(job, unmeasured=str(exc))
-                ctx.progress.note(f"{job.artifact.id} on {job.target}: unmeasured: {exc}")
-    records = [done.get(index) or (None if index in twins else record(
-                   pool_rounds(rounds[index]), job, metric_info, ctx.hosts.get(job.target)))
-               for index, job in enumerate(jobs)]
-    for index, first in twins.items():
-        records[index] = screen.copy_for(records[first], jobs[index])
-    for key, made in zip(keys, records):
-        screen.remember(key, made)
-    return records
+        dispatch(_items(state, round_index),
+                 lambda index, place: state.measure(index, place, round_index),
+                 ctx.progress.note)
+    return state.records()
 
 
 def _untimed(job: Job, **why) -> dict:
