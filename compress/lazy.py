@@ -23,6 +23,7 @@ _PIP_NAMES = {
     "optuna": "optuna",                                    # the search extra
     "plotly": "plotly",                                    # the report extra
     "mlflow": "mlflow-skinny sqlalchemy alembic",          # the tracking extra
+    "ray": "ray",                                          # the scale extra
 }
 
 

@@ -105,3 +105,48 @@ def start_sshd(folder: Path) -> SshServer | str:
     known_hosts.write_text(known_hosts_line(port, host_key.with_suffix(".pub")))
     return SshServer("127.0.0.1", port, getpass.getuser(), identity, known_hosts, host_key,
                      process)
+
+
+def start_fleet(folder: Path, count: int = 2) -> tuple[list[SshServer], Path] | str:
+    """`count` sshd servers standing for boards of one fleet: every one accepts the first
+    one's client key, and one known_hosts file holds all their host keys (a fleet target
+    has one `identity` and one `known_hosts`). A reason string if sshd cannot run here."""
+    servers = []
+    for index in range(count):
+        server = start_sshd(folder / f"board{index}")
+        if isinstance(server, str):
+            for started in servers:
+                started.stop()
+            return server
+        servers.append(server)
+    key = servers[0].identity.with_suffix(".pub").read_text()
+    for server in servers[1:]:
+        with open(server.identity.parent / "authorized_keys", "a") as keys:
+            keys.write(key)
+    known = folder / "fleet_known_hosts"
+    known.write_text("".join(s.known_hosts.read_text() for s in servers))
+    return servers, known
+
+
+def runner_under(server: SshServer) -> bool:
+    """Whether a benchmark runner is running in one of this sshd's sessions."""
+    import psutil
+    for proc in psutil.Process(server.process.pid).children(recursive=True):
+        try:
+            if "runtimes" in proc.cmdline() and "bench" in proc.cmdline():
+                return True
+        except psutil.Error:
+            continue
+    return False
+
+
+def pull_the_plug(server: SshServer) -> None:
+    """The board goes dark: its sshd, every session and the runner in it, killed."""
+    import psutil
+    listener = psutil.Process(server.process.pid)
+    for proc in [*listener.children(recursive=True), listener]:
+        try:
+            proc.kill()
+        except psutil.Error:
+            pass
+    server.process.wait()

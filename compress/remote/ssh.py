@@ -92,7 +92,10 @@ def _explain(stderr: str, settings: SshSettings) -> str:
         return f"{where} is unreachable from here (no route); check the network and address"
     if "invalid format" in text or "Load key" in text:
         return f"the identity {settings.identity} is not a private key ssh can read"
-    return f"ssh to {where} failed: {text[-500:] or 'no message'}"
+    if not text:   # a session cut without a word: the device or the link went away
+        return (f"the connection to {where} was lost (ssh said nothing): the device went "
+                "off, rebooted or dropped off the network")
+    return f"ssh to {where} failed: {text[-500:]}"
 
 
 def check_identity(path: Path) -> None:

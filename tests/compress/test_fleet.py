@@ -9,11 +9,10 @@ import subprocess
 import sys
 import time
 
-import psutil
 import pytest
 
 from tests.conftest import pipeline_dict, write_pipeline
-from tests.sshd_server import start_sshd
+from tests.sshd_server import pull_the_plug, runner_under, start_fleet
 
 # loopback SSH runs (~1 minute): `make test-remote`
 pytestmark = pytest.mark.remote
@@ -22,16 +21,11 @@ pytestmark = pytest.mark.remote
 @pytest.fixture(scope="module")
 def boards(tmp_path_factory):
     """Two sshd servers that accept one key and are both in one known_hosts file."""
-    servers = [start_sshd(tmp_path_factory.mktemp(f"board{i}")) for i in range(2)]
-    if any(isinstance(s, str) for s in servers):
-        pytest.skip(f"no OpenSSH server for the fleet tests: {servers}")
-    a, b = servers
-    with open(b.identity.parent / "authorized_keys", "a") as keys:
-        keys.write(a.identity.with_suffix(".pub").read_text())
-    known = a.known_hosts.parent / "fleet_known_hosts"
-    known.write_text(a.known_hosts.read_text() + b.known_hosts.read_text())
-    yield servers, known
-    for server in servers:
+    fleet = start_fleet(tmp_path_factory.mktemp("fleet"))
+    if isinstance(fleet, str):
+        pytest.skip(f"no OpenSSH server for the fleet tests: {fleet}")
+    yield fleet
+    for server in fleet[0]:
         server.stop()
 
 
@@ -74,28 +68,6 @@ def test_a_fleet_splits_the_measurements_and_reports_the_spread(project, boards)
     assert list((project / "boards-tmp").iterdir()) == []     # both boards cleaned up
 
 
-def _runner_under(server) -> bool:
-    """Whether a benchmark runner is running in one of this sshd's sessions."""
-    for proc in psutil.Process(server.process.pid).children(recursive=True):
-        try:
-            if "runtimes" in proc.cmdline() and "bench" in proc.cmdline():
-                return True
-        except psutil.Error:
-            continue
-    return False
-
-
-def _pull_the_plug(server) -> None:
-    """The board goes dark: its sshd, every session and the runner in it, killed."""
-    listener = psutil.Process(server.process.pid)
-    for proc in [*listener.children(recursive=True), listener]:
-        try:
-            proc.kill()
-        except psutil.Error:
-            pass
-    server.process.wait()
-
-
 def test_a_board_that_dies_mid_run_is_named_and_its_work_goes_to_the_other(project, boards):
     (a, b), _ = boards
     stages = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static"},
@@ -104,10 +76,10 @@ def test_a_board_that_dies_mid_run_is_named_and_its_work_goes_to_the_other(proje
     child = subprocess.Popen([sys.executable, "-m", "compress", "run", str(path)], cwd=project,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240
-    while not _runner_under(b) and time.monotonic() < deadline and child.poll() is None:
+    while not runner_under(b) and time.monotonic() < deadline and child.poll() is None:
         time.sleep(0.1)
-    assert _runner_under(b), "the second board never measured"
-    _pull_the_plug(b)
+    assert runner_under(b), "the second board never measured"
+    pull_the_plug(b)
     out, err = child.communicate(timeout=600)
     assert child.returncode in (0, 1), err
     assert f"{b.address} dropped out" in err
