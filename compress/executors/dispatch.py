@@ -19,15 +19,23 @@ from typing import Callable
 from compress.executors.places import DeviceLost
 
 
+def board_for(position: int, round_index: int, boards: int) -> int:
+    """The rotation: which of a fleet's `boards` measures the target's `position`-th job
+    in round `round_index` (each job moves one board on per round)."""
+    return (position + round_index) % boards
+
+
 @dataclass
 class Item:
     index: int          # the caller's job index
     fleet: object       # compress.executors.fleet.Fleet
-    prefer: int = 0     # which of the fleet's devices, modulo its size
+    position: int = 0   # the job's place among its target's jobs
+    round_index: int = 0
 
     def preferred(self) -> str:
         places = self.fleet.places
-        return places[self.prefer % len(places)].device if places else ""
+        return (places[board_for(self.position, self.round_index, len(places))].device
+                if places else "")
 
     def serves(self, device: str) -> bool:
         return any(place.device == device for place in self.fleet.places)

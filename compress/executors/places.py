@@ -85,6 +85,15 @@ class SshPlace:
              f"{self.label} in {host.times.copy_s:.2f} s")
         return {path: host.path(name) for path, name in files.items()}
 
+    def add(self, files: dict[Path, str]) -> dict[Path, str]:
+        """Copy more files into what stage() made (a fleet's board gets a model when it
+        is first to measure it)."""
+        try:
+            self.host.add(list(files.items()))
+        except RemoteError as exc:
+            raise DeviceLost(str(exc)) from None
+        return {path: self.host.path(name) for path, name in files.items()}
+
     def outputs_path(self, out_dir: Path, name: str) -> str:
         return self.host.path(name)
 

@@ -211,10 +211,17 @@ class RemoteHost:
         facts = self._probe(engines, create=name, size=len(payload) + DISK_MARGIN_BYTES)
         self.swept = facts.get("swept") or []
         self._hold_directory()
+        self._timed_upload(payload)
+
+    def add(self, files: list[tuple[Path, str]]) -> None:
+        """Copy more files (local, name) into the directory stage() made."""
+        self._timed_upload(_pack(files))
+
+    def _timed_upload(self, payload: bytes) -> None:
         start = time.perf_counter()
         self._upload(payload)
-        self.times.copy_s = time.perf_counter() - start
-        self.times.copied_bytes = len(payload)
+        self.times.copy_s += time.perf_counter() - start
+        self.times.copied_bytes += len(payload)
 
     def _hold_directory(self) -> None:
         """Lock the folder for this run's life (see _HOLD and the probe's sweep)."""

@@ -15,14 +15,13 @@ from typing import Literal, Optional
 from pydantic import (Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
                       model_validator)
 
-from compress.artifacts import artifact_files
 from compress.bench_inputs import custom_score, write_inputs
+from compress.bench_copies import Copies
 from compress.bench_records import by_device, pool_rounds, record, spread
 from compress.bench_screen import Screen
-from compress.executors.dispatch import Item, dispatch
-from compress.executors.places import DeviceLost
+from compress.executors.dispatch import Item, board_for, dispatch
 from compress.measuring import (AUTO, Unavailable, baseline_engines, engine_flags, engine_for,
-                                needed_engines, reports_placement)
+                                reports_placement)
 from compress.stagebase import StageConfig, register
 from runtimes import engines
 from runtimes.result import Measurement
@@ -147,47 +146,15 @@ def _runner_args(path, inputs, evaluation, job: Job, config: Benchmark, metric,
     return cmd
 
 
-def _stage_on_devices(jobs: list[Job], ctx, inputs, evaluation) -> dict:
-    """Copy each remote target's artifacts and the inputs to every device of its fleet.
-    {(target, device label): {local path: path there}}; a board of a fleet that fails
-    here is left out (named), as long as another one is left."""
-    staged, by_target = {}, {}
-    for job in jobs:
-        by_target.setdefault(job.target, []).append(job)
-    for name, mine in by_target.items():
-        fleet = ctx.fleets[name]
-        if not fleet.remote:
-            continue
-        # one folder per artifact, with its weights file where it has one (names kept:
-        # an ONNX model refers to its external data by name)
-        files = {part: f"models/{job.artifact.id}/{part.name}" for job in mine
-                 for part in artifact_files(ctx.path(job.artifact))}
-        files.update({path: f"inputs/{path.name}" for path in (inputs, evaluation) if path})
-        # a comparison engine missing there only leaves that comparison unmeasured
-        engines = needed_engines(job for job in mine if not job.comparison)
-        for place in list(fleet.places):
-            try:
-                with ctx.progress.task(f"copy {len(mine)} models to {name} ({place.label})",
-                                       None):
-                    staged[name, place.label] = place.stage(files, engines,
-                                                            ctx.progress.note)
-            except DeviceLost as exc:
-                if len(fleet.places) == 1:
-                    raise
-                fleet.drop(place, str(exc))
-                ctx.progress.note(f"warning: target {name}: {place.label} left out: {exc}")
-    return staged
-
-
-def _measure_once(index: int, job: Job, round_index: int, place, staged: dict, files: tuple,
+def _measure_once(index: int, job: Job, round_index: int, place, paths: dict, files: tuple,
                   config: Benchmark, ctx) -> Measurement:
     """One round of one job on one device: the runner's result (its metric in the first
     round only, which does not change between rounds; a custom metric scored here from
-    the outputs it wrote). `files`: (timed inputs, evaluation data, metric info).
+    the outputs it wrote). `paths`: where the files are on the place (none: here);
+    `files`: (timed inputs, evaluation data, metric info).
     Raises Unavailable, and places.DeviceLost when the device's connection fails."""
     inputs, evaluation, metric_info = files
     artifact = job.artifact
-    paths = staged.get((job.target, place.label), {})
     model, batch, evaluate = (paths.get(path, str(path)) if path else None
                               for path in (ctx.path(artifact), inputs, evaluation))
     outputs = place.outputs_path(ctx.out_dir, f"outputs-{index}.npz")
@@ -221,8 +188,16 @@ class _Rounds:
         self.rounds = {index: [] for index in range(len(jobs))}
         self.done: dict[int, dict] = {}   # job -> its record without timing: unmeasured,
         #                                   not timed, or a measurement this search made
-        self.staged: dict = {}
+        self.copies = Copies(jobs, ctx, files[0], files[1])
         self.lock = threading.Lock()
+
+    def _share(self, target: str, place) -> list[int]:
+        """The jobs of `target` the rotation gives `place` in some round (_items)."""
+        boards = self.ctx.fleets[target].places
+        mine = [i for i, job in enumerate(self.jobs) if job.target == target]
+        at = boards.index(place) if place in boards else 0
+        return [i for k, i in enumerate(mine) if any(
+            board_for(k, r, len(boards)) == at for r in range(self.config.rounds))]
 
     def todo(self) -> list[int]:
         return [i for i in range(len(self.jobs)) if i not in self.done and i not in self.twins]
@@ -234,7 +209,8 @@ class _Rounds:
                                              self.done, self.twins):
                 return
         try:
-            result = _measure_once(index, job, round_index, place, self.staged, self.files,
+            paths = self.copies.paths(index, place, self._share(job.target, place))
+            result = _measure_once(index, job, round_index, place, paths, self.files,
                                    self.config, self.ctx)
         except Unavailable as exc:
             with self.lock:
@@ -276,7 +252,7 @@ def _items(rounds: _Rounds, round_index: int) -> list[Item]:
     for index in rounds.todo():
         target = rounds.jobs[index].target
         position[target] = position.get(target, -1) + 1
-        items.append(Item(index, rounds.ctx.fleets[target], position[target] + round_index))
+        items.append(Item(index, rounds.ctx.fleets[target], position[target], round_index))
     return items
 
 
@@ -289,7 +265,6 @@ def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
         metric_info["drop"] = ctx.metric().drop
     # an `auto` job becomes its chosen engine's after the first round
     state = _Rounds(list(jobs), ctx, config, files)
-    state.staged = _stage_on_devices(state.jobs, ctx, files[0], files[1])
     for round_index in range(config.rounds):
         dispatch(_items(state, round_index),
                  lambda index, place: state.measure(index, place, round_index),

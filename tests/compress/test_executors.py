@@ -56,7 +56,7 @@ def test_rounds_rotate_over_the_boards_and_no_board_measures_two_at_once():
     a, b = Board("a"), Board("b")
     fleet = Fleet("rpi4", [a, b])
     for round_index in range(2):
-        _run([Item(job, fleet, job + round_index) for job in range(4)])
+        _run([Item(job, fleet, job, round_index) for job in range(4)])
     assert sorted(a.done) == sorted(b.done) == [0, 1, 2, 3]   # each job once on each
     assert not a.overlapped and not b.overlapped
 

@@ -1,0 +1,44 @@
+"""Which files each board of a remote target holds, copied when the board first needs
+them (compress.stages.benchmark)."""
+from __future__ import annotations
+
+from compress.artifacts import artifact_files
+from compress.measuring import needed_engines
+
+
+class Copies:
+    """What each board of a remote target holds. A board gets its files when it first
+    measures: the models of the jobs it is expected to measure (all of the target's for
+    a single board, its share of a fleet's rotation), the inputs and the runner; a model
+    it measures besides (a board that dropped out left it work) follows when needed."""
+
+    def __init__(self, jobs: list, ctx, inputs, evaluation):
+        self.jobs, self.ctx = jobs, ctx
+        # one folder per artifact, with its weights file where it has one (names kept:
+        # an ONNX model refers to its external data by name)
+        self.models = [{part: f"models/{job.artifact.id}/{part.name}"
+                        for part in artifact_files(ctx.path(job.artifact))} for job in jobs]
+        self.inputs = {path: f"inputs/{path.name}" for path in (inputs, evaluation) if path}
+        self.held: dict[tuple, dict] = {}   # (target, board) -> {local path: path there}
+
+    def paths(self, index: int, place, share: list[int]) -> dict:
+        """{local path: path there} on `place` with job `index`'s model among them."""
+        job = self.jobs[index]
+        if not place.remote:
+            return {}
+        key = (job.target, place.label)
+        if key not in self.held:
+            mine = [i for i, other in enumerate(self.jobs) if other.target == job.target]
+            files = {p: n for i in {index, *share} for p, n in self.models[i].items()}
+            # a comparison engine missing there only leaves that comparison unmeasured
+            engines = needed_engines(self.jobs[i] for i in mine if not self.jobs[i].comparison)
+            with self.ctx.progress.task(f"copy {len({index, *share})} models to {job.target} "
+                                        f"({place.label})", None):
+                self.held[key] = place.stage({**files, **self.inputs}, engines,
+                                             self.ctx.progress.note)
+            return self.held[key]
+        held = self.held[key]
+        missing = {p: n for p, n in self.models[index].items() if p not in held}
+        if missing:
+            held.update(place.add(missing))
+        return held
