@@ -8,9 +8,11 @@ What goes where:
               every artifact, content-addressed, on a folder every node sees.
   this process each trial's pipeline, whose stages now come from the cache (the files
               the task made: same sha256, checked), then its benchmark through the usual
-              places: one measurement at a time per device. A measurement on this machine
-              first takes all of this node's CPUs from Ray (an actor holding them), so no
-              compression runs beside it on the cores it times.
+              places: one measurement at a time per device. When this node's CPUs are
+              Ray's too and a target measures here, the trials in flight all end before
+              any is measured, and none is sent meanwhile: compression and measurement
+              take turns on these cores (on a cluster, start the head with --num-cpus=0
+              so they never need to).
 
 The results are those of a serial run: the same stages, the same cache keys, the same
 files; only the order in which trials finish differs (the search's report sorts by id).
@@ -80,34 +82,6 @@ def cluster_for(ray, config) -> Iterator[Cluster]:
             ray.shutdown()
 
 
-class _Hold:
-    """An actor that only holds the CPUs it was placed with."""
-
-    def ready(self) -> bool:
-        return True
-
-
-def core_lease(ray, cluster: Cluster):
-    """A context manager that holds this node's CPUs while a measurement runs here (it
-    waits for the compression tasks running on them to end)."""
-    if cluster.node_id is None or cluster.node_cpus <= 0:
-        return contextlib.nullcontext
-    from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-    holder = ray.remote(_Hold).options(
-        num_cpus=cluster.node_cpus,
-        scheduling_strategy=NodeAffinitySchedulingStrategy(cluster.node_id, soft=False))
-
-    @contextlib.contextmanager
-    def held():
-        actor = holder.remote()
-        try:
-            ray.get(actor.ready.remote())
-            yield
-        finally:
-            ray.kill(actor)
-    return held
-
-
 class Flight:
     """Ray tasks in flight, each with what it was sent for."""
 
@@ -129,22 +103,51 @@ class Flight:
         return self.waiting.pop(done[0]), self.ray.get(done[0])
 
 
+def drive(flight: Flight, submissions, window: int, finish, drain: bool) -> None:
+    """Keep `window` tasks in flight (`submissions`: (task ref, item), read as room
+    frees up); `finish(item, answer)` each here as it ends. With `drain` (this node's
+    CPUs both compress and measure), every task in flight ends before any is finished
+    here, and none is sent meanwhile: a measurement never shares cores with compression."""
+    for ref, item in submissions:
+        flight.add(ref, item)
+        while len(flight) >= window:
+            _land(flight, finish, drain)
+    while len(flight):
+        _land(flight, finish, drain)
+
+
+def _land(flight: Flight, finish, drain: bool) -> None:
+    ended = [flight.next()]
+    while drain and len(flight):
+        ended.append(flight.next())
+    for item, answer in ended:
+        finish(item, answer)
+
+
 def _measures_here(search) -> bool:
     return any(not (t.ssh or t.hosts_file) for t in search.pipeline.targets)
 
 
-def _finish(search, flight: Flight, lease) -> None:
-    from compress.search import finish_trial
-    prepared, answer = flight.next()
-    search.in_flight -= 1
-    with lease():
-        trial = finish_trial(search, prepared, answer)
-    prepared.proposal.told(trial)
+def _submissions(search, proposals, task, flight: Flight, later: list):
+    """(task ref, Prepared) per trial to compress; skips and duplicates are told at once,
+    a twin of a trial in flight waits for it (`later`: then a duplicate)."""
+    from compress.search import Trial, prepare_trial, stage_cache_of
+    threads = max(1, int(search.pipeline.executor.cpus_per_trial))
+    for proposal in proposals:
+        prepared = prepare_trial(search, proposal)
+        if isinstance(prepared, Trial):
+            proposal.told(prepared)
+        elif prepared.key in flight.keys():
+            later.append(proposal)
+        else:
+            search.in_flight += 1
+            yield task.remote(prepared.made, str(stage_cache_of(search.pipeline)),
+                              search.options["force"], threads), prepared
 
 
 def run_ray(search, proposals) -> None:
     from compress.executors.ray_task import compress_variant
-    from compress.search import Trial, prepare_trial, run_trial, stage_cache_of
+    from compress.search import finish_trial, run_trial
     ray = require("ray", "executor: ray")
     config, note = search.pipeline.executor, search.options["note"]
     with cluster_for(ray, config) as cluster:
@@ -152,25 +155,16 @@ def run_ray(search, proposals) -> None:
             num_cpus=config.cpus_per_trial, max_retries=0,
             **({"memory": config.memory_mb * 2**20} if config.memory_mb else {}))
         window = config.max_concurrent or max(1, int(cluster.cpus // config.cpus_per_trial))
+        # this node's cores compress and measure: they take turns
+        drain = _measures_here(search) and cluster.node_cpus > 0
         note(f"search: trials compress on {cluster.where}, {window} at once; measured here, "
-             "one at a time per device")
-        lease = core_lease(ray, cluster) if _measures_here(search) else contextlib.nullcontext
-        flight, later, threads = Flight(ray), [], max(1, int(config.cpus_per_trial))
-        for proposal in proposals:
-            prepared = prepare_trial(search, proposal)
-            if isinstance(prepared, Trial):
-                proposal.told(prepared)
-                continue
-            if prepared.key in flight.keys():   # its twin is in flight: a duplicate after it
-                later.append(proposal)
-                continue
-            flight.add(task.remote(prepared.made, str(stage_cache_of(search.pipeline)),
-                                   search.options["force"], threads), prepared)
-            search.in_flight += 1
-            while len(flight) >= window:
-                _finish(search, flight, lease)
-        while len(flight):
-            _finish(search, flight, lease)
+             f"one at a time per device{', once the trials in flight end' if drain else ''}")
+
+        def finish(prepared, answer):
+            search.in_flight -= 1
+            prepared.proposal.told(finish_trial(search, prepared, answer))
+        flight, later = Flight(ray), []
+        drive(flight, _submissions(search, proposals, task, flight, later), window, finish,
+              drain)
         for proposal in later:
             proposal.told(run_trial(search, proposal))
-

@@ -1,18 +1,20 @@
 """What the Ray trial scheduler costs per trial, with fake trials.
 
-The scheduling pieces are the search's own (compress.executors.ray_trials: cluster_for,
-Flight, core_lease; a RayExecutor config); only the trial is fake. Its "compression" is a
-Ray task declaring cpus_per_trial CPUs that sleeps --work-ms, and its "measurement" is a
-sleep of --measure-ms in this process under the core lease, as run_ray measures a trial.
-The loop has run_ray's shape: `window` tasks in flight, finish one, send the next.
+The scheduling is the search's own (compress.executors.ray_trials: cluster_for, Flight
+and run_ray's loop, `drive`; a RayExecutor config); only the trial is fake. Its
+"compression" is a Ray task declaring cpus_per_trial CPUs that sleeps --work-ms, and its
+"measurement" a sleep of --measure-ms here. By default the measurements are on this node,
+whose CPUs are Ray's too, so they wait for the tasks in flight to end (run_ray's drain);
+--measure-elsewhere measures as for boards: each trial as soon as its task ends.
 
     python examples/scale/simulate.py [--trials 1000] [--work-ms 0] [--measure-ms 0]
-                                      [--cpus 2] [--no-lease] [--json PATH]
+                                      [--cpus 2] [--measure-elsewhere] [--json PATH]
 
 Measured: Ray's start-up, the wall time of the loop, each trial's round trip (sent ->
-its answer back here), each lease's acquire and release. Computed from them: the ideal
-wall time (trials*work/window + trials*measure: what a scheduler costing nothing would
-take) and the overhead per trial, (wall - ideal) / trials.
+its answer back here). Computed from them: the ideal wall time (what a scheduler
+costing nothing would take: trials*work/window + trials*measure when measurements and
+compressions take turns, max of the two otherwise) and the overhead per trial,
+(wall - ideal) / trials.
 """
 from __future__ import annotations
 
@@ -29,7 +31,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from compress.config_executor import RayExecutor  # noqa: E402  (this checkout's)
-from compress.executors.ray_trials import Flight, cluster_for, core_lease  # noqa: E402
+from compress.executors.ray_trials import Flight, cluster_for, drive  # noqa: E402
 
 
 def fake_trial(index: int, work_s: float = 0.0) -> dict:
@@ -47,45 +49,22 @@ class Sent:
 @dataclass
 class Figures:
     round_trip: list
-    acquire: list
-    release: list
     workers: set      # worker processes the tasks ran in (a new one: a process started)
 
 
-def _measure(lease, measure_s: float, figures: Figures) -> None:
-    """The driver's measurement of one trial, under the lease when there is one."""
-    started = time.perf_counter()
-    held = lease()
-    held.__enter__()
-    acquired = time.perf_counter()
-    try:
-        time.sleep(measure_s)
-    finally:
-        releasing = time.perf_counter()
-        held.__exit__(None, None, None)
-    figures.acquire.append(acquired - started)
-    figures.release.append(time.perf_counter() - releasing)
-
-
-def _finish(flight: Flight, lease, measure_s: float, figures: Figures) -> None:
-    sent, answer = flight.next()
-    figures.round_trip.append(time.perf_counter() - sent.sent_at)
-    figures.workers.add(answer["pid"])
-    if answer["index"] != sent.key:
-        raise RuntimeError(f"trial {sent.key} got trial {answer['index']}'s answer")
-    _measure(lease, measure_s, figures)
-
-
-def _loop(ray, task, window: int, lease, args) -> Figures:
-    """run_ray's loop: keep `window` tasks in flight; when full, finish one."""
-    flight, figures = Flight(ray), Figures([], [], [], set())
+def _loop(ray, task, window: int, args) -> Figures:
+    """run_ray's loop (ray_trials.drive) over fake trials."""
+    figures = Figures([], set())
     work_s, measure_s = args.work_ms / 1e3, args.measure_ms / 1e3
-    for index in range(args.trials):
-        flight.add(task.remote(index, work_s), Sent(index, time.perf_counter()))
-        while len(flight) >= window:
-            _finish(flight, lease, measure_s, figures)
-    while len(flight):
-        _finish(flight, lease, measure_s, figures)
+
+    def finish(sent: Sent, answer: dict) -> None:
+        figures.round_trip.append(time.perf_counter() - sent.sent_at)
+        figures.workers.add(answer["pid"])
+        if answer["index"] != sent.key:
+            raise RuntimeError(f"trial {sent.key} got trial {answer['index']}'s answer")
+        time.sleep(measure_s)
+    sends = ((task.remote(i, work_s), Sent(i, time.perf_counter())) for i in range(args.trials))
+    drive(Flight(ray), sends, window, finish, drain=not args.measure_elsewhere)
     return figures
 
 
@@ -95,8 +74,6 @@ def _percentile(values: list, q: float) -> float:
 
 
 def simulate(args) -> dict:
-    import contextlib
-
     import ray
     config = RayExecutor(num_cpus=args.cpus)
     started = time.perf_counter()
@@ -104,29 +81,27 @@ def simulate(args) -> dict:
         ray_start = time.perf_counter() - started
         task = ray.remote(fake_trial).options(num_cpus=config.cpus_per_trial, max_retries=0)
         window = config.max_concurrent or max(1, int(cluster.cpus // config.cpus_per_trial))
-        lease = contextlib.nullcontext if args.no_lease else core_lease(ray, cluster)
         begun = time.perf_counter()
-        figures = _loop(ray, task, window, lease, args)
+        figures = _loop(ray, task, window, args)
         wall = time.perf_counter() - begun
     return _record(args, ray.__version__, (ray_start, wall, window), figures)
 
 
 def _record(args, version: str, timing: tuple, figures: Figures) -> dict:
     ray_start, wall, window = timing
-    ideal = args.trials * (args.work_ms / 1e3 / window + args.measure_ms / 1e3)
-    lease = [a + r for a, r in zip(figures.acquire, figures.release)]
+    compressing, measuring = args.trials * args.work_ms / 1e3 / window, \
+        args.trials * args.measure_ms / 1e3
+    ideal = max(compressing, measuring) if args.measure_elsewhere else compressing + measuring
     ms = lambda values, q: round(_percentile(values, q) * 1e3, 3)  # noqa: E731
     return {
-        "trials": args.trials, "window": window, "cpus": args.cpus, "lease": not args.no_lease,
+        "trials": args.trials, "window": window, "cpus": args.cpus,
+        "measured_here": not args.measure_elsewhere,
         "work_ms": args.work_ms, "measure_ms": args.measure_ms, "ray_version": version,
         "measured": {
             "ray_start_s": round(ray_start, 3), "wall_s": round(wall, 3),
             "task_worker_processes": len(figures.workers),
             "round_trip_ms": {"median": ms(figures.round_trip, 0.5),
-                              "p90": ms(figures.round_trip, 0.9)},
-            "lease_ms": None if args.no_lease else {
-                "median": ms(lease, 0.5), "acquire_median": ms(figures.acquire, 0.5),
-                "release_median": ms(figures.release, 0.5)}},
+                              "p90": ms(figures.round_trip, 0.9)}},
         "computed": {
             "ideal_s": round(ideal, 3),
             "serial_s": round(args.trials * (args.work_ms + args.measure_ms) / 1e3, 3),
@@ -138,11 +113,12 @@ def _print(record: dict) -> None:
     m, c = record["measured"], record["computed"]
     print(f"{record['trials']} fake trials, work {record['work_ms']:g} ms, measure "
           f"{record['measure_ms']:g} ms, {record['cpus']} CPUs, window {record['window']}, "
-          f"lease {'on' if record['lease'] else 'off'}, Ray {record['ray_version']}")
+          f"measured {'here (turns with compression)' if record['measured_here'] else 'elsewhere'}"
+          f", Ray {record['ray_version']}")
     print(f"  measured  Ray start-up                  {m['ray_start_s']:9.3f} s")
     print(f"  measured  wall                          {m['wall_s']:9.3f} s")
     print(f"  computed  ideal wall                    {c['ideal_s']:9.3f} s"
-          "   (trials*work/window + trials*measure)")
+          "   (a scheduler that costs nothing)")
     print(f"  computed  serial wall                   {c['serial_s']:9.3f} s"
           "   (trials*(work + measure): no two trials overlapping)")
     print(f"  computed  overhead per trial            {c['overhead_ms_per_trial']:9.3f} ms"
@@ -150,10 +126,6 @@ def _print(record: dict) -> None:
     print(f"  measured  round trip median / p90       {m['round_trip_ms']['median']:9.3f} / "
           f"{m['round_trip_ms']['p90']:.3f} ms  (sent -> answer back here)")
     print(f"  measured  task worker processes         {m['task_worker_processes']:9d}")
-    if m["lease_ms"]:
-        lease = m["lease_ms"]
-        print(f"  measured  lease acquire+release median  {lease['median']:9.3f} ms"
-              f"  (acquire {lease['acquire_median']:.3f}, release {lease['release_median']:.3f})")
 
 
 def _arguments(argv=None):
@@ -163,8 +135,8 @@ def _arguments(argv=None):
     parser.add_argument("--measure-ms", type=float, default=0.0,
                         help="each measurement's sleep, in this process")
     parser.add_argument("--cpus", type=int, default=2, help="num_cpus of the Ray started here")
-    parser.add_argument("--no-lease", action="store_true",
-                        help="measure without taking the node's CPUs (isolates the lease's cost)")
+    parser.add_argument("--measure-elsewhere", action="store_true",
+                        help="measurements on boards: each trial measured as its task ends")
     parser.add_argument("--json", type=Path, help="write the figures here")
     args = parser.parse_args(argv)
     if args.trials < 1 or args.cpus < 1 or args.work_ms < 0 or args.measure_ms < 0:
