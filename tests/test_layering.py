@@ -30,3 +30,16 @@ def test_a_package_imports_only_the_layers_below_it(package):
                     for name in _imports(path)
                     if name.split(".")[0] in ours and name.split(".")[0] not in ALLOWED[package]})
     assert not wrong, "imports against the layering:\n" + "\n".join(wrong)
+
+
+# Where work runs is one interface (compress/executors/): the runner, the benchmark stage
+# and the search reach devices, SSH and Ray only through it.
+THROUGH_EXECUTORS = ("compress/runner.py", "compress/stages/benchmark.py", "compress/search.py",
+                     "compress/bench_copies.py", "compress/bench_inputs.py")
+
+
+@pytest.mark.parametrize("module", THROUGH_EXECUTORS)
+def test_the_runner_and_the_benchmark_reach_devices_only_through_the_executors(module):
+    reached = sorted(name for name in _imports(REPO / module)
+                     if name.startswith(("compress.remote", "ray", "subprocess")))
+    assert not reached, f"{module} reaches {reached} directly: go through compress.executors"

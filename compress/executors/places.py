@@ -18,6 +18,7 @@ from typing import Callable, Optional
 
 from compress.errors import RemoteError
 from compress.measuring import measure_in_subprocess
+from compress.registry import registrar
 from runtimes.result import Measurement
 
 HERE = "here"   # the device of every place on this machine
@@ -141,15 +142,9 @@ def read_local(place, path: str) -> str:
     return local.name
 
 
-# target kind -> opener(ctx, target spec, target name) -> list of places (a fleet)
+# target kind -> opener(ctx, target spec, target name) -> a Fleet of places
 PLACES: dict[str, Callable] = {}
-
-
-def register_place(kind: str):
-    def add(opener):
-        PLACES[kind] = opener
-        return opener
-    return add
+register_place = registrar(PLACES)
 
 
 def kind_of(target) -> str:

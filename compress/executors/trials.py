@@ -9,14 +9,10 @@ from __future__ import annotations
 
 from typing import Callable, Iterator
 
+from compress.registry import registrar
+
 TRIAL_EXECUTORS: dict[str, Callable] = {}
-
-
-def register_executor(name: str):
-    def add(run):
-        TRIAL_EXECUTORS[name] = run
-        return run
-    return add
+register_executor = registrar(TRIAL_EXECUTORS)
 
 
 @register_executor("local")

@@ -149,3 +149,11 @@ def test_the_ray_search_example_is_the_search_example_on_ray():
     assert on_ray.executor.type == "ray" and serial.executor.type == "local"
     assert serial.model_dump(exclude={"name", "executor"}) == \
         on_ray.model_dump(exclude={"name", "executor"})
+
+
+def test_every_executor_the_yaml_takes_is_registered():
+    import typing
+    from compress.config_executor import Executor
+    from compress.executors.trials import TRIAL_EXECUTORS
+    members = typing.get_args(typing.get_args(Executor)[0])
+    assert {m.model_fields["type"].default for m in members} == set(TRIAL_EXECUTORS)
