@@ -25,7 +25,8 @@ class RayExecutor(Strict):
         "cluster RAY_ADDRESS names, else a Ray instance started for this run")
     cpus_per_trial: PositiveFloat = Field(
         1, description="CPUs a trial's compression declares (Ray runs as many trials at "
-        "once as the cluster's CPUs allow); torch in the task uses that many threads")
+        "once as the cluster's CPUs allow); torch in the task uses as many threads as it "
+        "does where the search runs, so that the files are the serial search's")
     memory_mb: Optional[PositiveInt] = Field(
         None, description="memory a trial's compression declares (Ray keeps a node from "
         "taking more trials than it holds)")

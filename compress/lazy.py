@@ -24,6 +24,7 @@ _PIP_NAMES = {
     "plotly": "plotly",                                    # the report extra
     "mlflow": "mlflow-skinny sqlalchemy alembic",          # the tracking extra
     "ray": "ray",                                          # the scale extra
+    "grpc": "ray[client]",                                 # Ray's client (ray://)
 }
 
 

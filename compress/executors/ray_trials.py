@@ -39,9 +39,16 @@ class Cluster:
     where: str
 
 
-def _runtime_env(config) -> dict:
+def _runtime_env(threads: int) -> dict:
+    """A task's environment: this checkout importable, and the thread count of the math
+    libraries set as here (Ray sets OMP_NUM_THREADS to a task's CPUs; numpy's BLAS and
+    torch sum floats in an order that follows their threads: the same count, the same
+    files as a serial search)."""
     path = os.pathsep.join(p for p in (str(PROJECT_ROOT), os.environ.get("PYTHONPATH")) if p)
-    return {"env_vars": {"PYTHONPATH": path}}
+    count = os.environ.get("OMP_NUM_THREADS") or str(threads)
+    return {"env_vars": {"PYTHONPATH": path, "OMP_NUM_THREADS": count,
+                         "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", count),
+                         "MKL_NUM_THREADS": os.environ.get("MKL_NUM_THREADS", count)}}
 
 
 def _init(ray, config) -> bool:
@@ -49,8 +56,9 @@ def _init(ray, config) -> bool:
     if ray.is_initialized():     # a Python caller's own cluster: used as it is
         return False
     address = config.address or os.environ.get("RAY_ADDRESS")
-    options = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
-                   runtime_env=_runtime_env(config))
+    if (address or "").startswith("ray://"):   # Ray's client speaks gRPC: its own extra
+        require("grpc", f"executor address {address}")
+    options = dict(include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR)
     try:
         if address:
             ray.init(address=address, **options)
@@ -98,9 +106,20 @@ class Flight:
         return {item.key for item in self.waiting.values()}
 
     def next(self):
-        """(item, the task's answer) of the first task to end."""
+        """(item, the task's answer) of the first task to end. A task lost with its
+        worker or node (killed, out of memory) answers as a failed stage: the search
+        records the trial failed and a resumed search runs it again; an exception the
+        task raised (a bug) is raised here."""
         done, _ = self.ray.wait(list(self.waiting), num_returns=1)
-        return self.waiting.pop(done[0]), self.ray.get(done[0])
+        item = self.waiting.pop(done[0])
+        errors = self.ray.exceptions
+        try:
+            return item, self.ray.get(done[0])
+        except errors.RayTaskError:
+            raise
+        except errors.RayError as exc:
+            return item, {"message": f"its Ray task was lost: {type(exc).__name__}: "
+                          f"{' '.join(str(exc).split())[:300]}", "stage_error": True}
 
 
 def drive(flight: Flight, submissions, window: int, finish, drain: bool) -> None:
@@ -124,6 +143,13 @@ def _land(flight: Flight, finish, drain: bool) -> None:
         finish(item, answer)
 
 
+def _torch_threads() -> int:
+    """The threads torch compresses with here: a task uses as many, since torch's float
+    sums follow its thread count, and the same count makes the same files as here."""
+    torch = require("torch", "a search's trials")
+    return torch.get_num_threads()
+
+
 def _measures_here(search) -> bool:
     return any(not (t.ssh or t.hosts_file) for t in search.pipeline.targets)
 
@@ -132,7 +158,7 @@ def _submissions(search, proposals, task, flight: Flight, later: list):
     """(task ref, Prepared) per trial to compress; skips and duplicates are told at once,
     a twin of a trial in flight waits for it (`later`: then a duplicate)."""
     from compress.search import Trial, prepare_trial, stage_cache_of
-    threads = max(1, int(search.pipeline.executor.cpus_per_trial))
+    threads = _torch_threads()
     for proposal in proposals:
         prepared = prepare_trial(search, proposal)
         if isinstance(prepared, Trial):
@@ -153,6 +179,7 @@ def run_ray(search, proposals) -> None:
     with cluster_for(ray, config) as cluster:
         task = ray.remote(compress_variant).options(
             num_cpus=config.cpus_per_trial, max_retries=0,
+            runtime_env=_runtime_env(_torch_threads()),
             **({"memory": config.memory_mb * 2**20} if config.memory_mb else {}))
         window = config.max_concurrent or max(1, int(cluster.cpus // config.cpus_per_trial))
         # this node's cores compress and measure: they take turns

@@ -33,7 +33,11 @@ def _search(pipeline: Path, output: Path, executor: str) -> dict:
     (report_path,) = output.glob("*/report.json")
     report = json.loads(report_path.read_text())
     states = [t["state"] for t in report["search"]["trials"]]
+    # a trial's seconds: its whole run serially; on Ray, what this process spent on it
+    # after its task (re-using the stages, then measuring)
+    seconds = sorted(t["seconds"] for t in report["search"]["trials"] if t["state"] == "complete")
     return {"executor": executor, "wall_s": round(wall, 1),
+            "trial_seconds_median": seconds[len(seconds) // 2] if seconds else None,
             "trials_run": sum(s in ("complete", "failed") for s in states),
             "trials": len(states),
             "files": {a["id"]: a["sha256"] for a in report["artifacts"]},
@@ -45,18 +49,24 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--pipeline", type=Path, default=REPO / "examples/search/ray.yaml")
     parser.add_argument("--json", type=Path, help="write the figures here")
+    parser.add_argument("--keep", type=Path, help="keep both searches' folders under this "
+                        "folder (default: temporary, removed)")
     args = parser.parse_args()
     runs = []
     for executor in ("local", "ray"):
         with tempfile.TemporaryDirectory(prefix=f"search-{executor}-") as out:
+            out = args.keep / executor if args.keep else Path(out)
             print(f"{executor}: running the search from an empty cache ...", flush=True)
-            runs.append(_search(args.pipeline.resolve(), Path(out), executor))
+            runs.append(_search(args.pipeline.resolve(), out, executor))
     serial, ray = runs
     same = serial["files"] == ray["files"]
-    print("\n| executor | wall s | trials run |\n|---|---|---|")
+    for name in sorted(set(serial["files"]) | set(ray["files"])):
+        if serial["files"].get(name) != ray["files"].get(name):
+            print(f"differs: {name}")
+    print("\n| executor | wall s | trials run | median s a trial spent here |\n|---|---|---|---|")
     for run in runs:
         print(f"| {run['executor']} | {run['wall_s']:.1f} | {run['trials_run']} of "
-              f"{run['trials']} |")
+              f"{run['trials']} | {run['trial_seconds_median']} |")
     print(f"\nRay / serial wall time: {ray['wall_s'] / serial['wall_s']:.2f}")
     print(f"same files (sha256 of all {len(serial['files'])} artifacts): {same}")
     if args.json:

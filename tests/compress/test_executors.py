@@ -157,3 +157,18 @@ def test_every_executor_the_yaml_takes_is_registered():
     from compress.executors.trials import TRIAL_EXECUTORS
     members = typing.get_args(typing.get_args(Executor)[0])
     assert {m.model_fields["type"].default for m in members} == set(TRIAL_EXECUTORS)
+
+
+def test_a_ray_client_address_without_the_client_names_the_extra(monkeypatch):
+    import sys
+
+    from compress.config_executor import RayExecutor
+    from compress.errors import MissingDependency
+    from compress.executors import ray_trials
+
+    class NotStarted:
+        def is_initialized(self):
+            return False
+    monkeypatch.setitem(sys.modules, "grpc", None)   # as where ray[client] is not installed
+    with pytest.raises(MissingDependency, match=r"ray\[client\]"):
+        ray_trials._init(NotStarted(), RayExecutor(address="ray://head:10001"))

@@ -56,3 +56,26 @@ def test_an_executor_that_is_not_known_is_refused(project):
                            capture_output=True, text=True, timeout=120)
     assert child.returncode == 2 and "Traceback" not in child.stderr
     assert "unknown executor 'slurm'. Known executors: local, ray" in child.stderr
+
+
+def test_a_task_lost_with_its_worker_is_a_failed_trial_not_a_crash():
+    import logging
+
+    import ray
+
+    from compress.executors.ray_trials import Flight
+    ray.init(address="local", num_cpus=1, include_dashboard=False, log_to_driver=False,
+             logging_level=logging.ERROR)
+    try:
+        # sent by value (this test module is not importable on a worker); exiting takes
+        # the worker process with it, as when a node is lost or the task is OOM-killed
+        dies = lambda code: __import__("os")._exit(code) if code else {"artifacts": {}}  # noqa: E731
+        task = ray.remote(dies).options(max_retries=0)
+        flight = Flight(ray)
+        flight.add(task.remote(0), "kept")
+        flight.add(task.remote(1), "lost")
+        answers = dict(flight.next() for _ in range(2))
+    finally:
+        ray.shutdown()
+    assert answers["kept"] == {"artifacts": {}}
+    assert answers["lost"]["stage_error"] and "its Ray task was lost" in answers["lost"]["message"]
