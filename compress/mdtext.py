@@ -19,10 +19,10 @@ def md(value) -> str:
     return "\\" + text if text.startswith("#") else text
 
 
-def fmt(value, digits: int = 2) -> str:
-    """A number for a table ('—' where there is none)."""
+def fmt(value, digits: int = 2, style: str = "f") -> str:
+    """A number for a table ('—' where there is none); `style` f (fixed) or g."""
     if value is None:
         return "—"
     if isinstance(value, float):
-        return f"{value:.{digits}f}"
+        return f"{value:.{digits}{style}}"
     return str(value)

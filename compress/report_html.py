@@ -9,6 +9,7 @@ from __future__ import annotations
 import itertools
 from html import escape
 
+from compress.mdtext import fmt
 from compress.lazy import require
 from compress.report_notes import how_measured, machine_text
 
@@ -37,12 +38,8 @@ class _Html(str):
     """Markup built here from escaped parts: a table cell that is not escaped again."""
 
 
-def _text(value, digits: int = 4) -> str:
-    if value is None:
-        return "—"
-    if isinstance(value, float):
-        return f"{value:.{digits}g}"
-    return str(value)
+def _text(value) -> str:
+    return fmt(value, 4, "g")
 
 
 def _cell(value) -> str:

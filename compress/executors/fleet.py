@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from compress.errors import ConfigError, RemoteError
-from compress.executors.places import PLACES, HERE, LocalPlace, SshPlace, kind_of, register_place
+from compress.executors.places import PLACES, LocalPlace, SshPlace, kind_of, register_place
 
 
 @dataclass
@@ -122,8 +122,3 @@ def close_fleets(fleets: dict[str, Fleet]) -> list[str]:
     """Remove what the run put on each device; warnings for what could not be removed."""
     return [warning for fleet in fleets.values() for warning in fleet.close()]
 
-
-def device_of(fleets: dict[str, Fleet], target: str) -> str:
-    """Where a single-place target measures (`here` for this machine)."""
-    fleet = fleets.get(target)
-    return fleet.places[0].device if fleet and fleet.places else HERE

@@ -149,4 +149,4 @@ register_place = registrar(PLACES)
 
 def kind_of(target) -> str:
     """Which opener a pipeline target needs."""
-    return "ssh" if target.ssh or target.hosts_file else "python" if target.python else "local"
+    return "ssh" if target.remote else "python" if target.python else "local"

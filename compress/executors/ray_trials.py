@@ -151,14 +151,13 @@ def _torch_threads() -> int:
 
 
 def _measures_here(search) -> bool:
-    return any(not (t.ssh or t.hosts_file) for t in search.pipeline.targets)
+    return any(not target.remote for target in search.pipeline.targets)
 
 
-def _submissions(search, proposals, task, flight: Flight, later: list):
+def _submissions(search, proposals, task, flight: Flight, later: list, threads: int):
     """(task ref, Prepared) per trial to compress; skips and duplicates are told at once,
     a twin of a trial in flight waits for it (`later`: then a duplicate)."""
     from compress.search import Trial, prepare_trial, stage_cache_of
-    threads = _torch_threads()
     for proposal in proposals:
         prepared = prepare_trial(search, proposal)
         if isinstance(prepared, Trial):
@@ -176,10 +175,10 @@ def run_ray(search, proposals) -> None:
     from compress.search import finish_trial, run_trial
     ray = require("ray", "executor: ray")
     config, note = search.pipeline.executor, search.options["note"]
+    threads = _torch_threads()
     with cluster_for(ray, config) as cluster:
         task = ray.remote(compress_variant).options(
-            num_cpus=config.cpus_per_trial, max_retries=0,
-            runtime_env=_runtime_env(_torch_threads()),
+            num_cpus=config.cpus_per_trial, max_retries=0, runtime_env=_runtime_env(threads),
             **({"memory": config.memory_mb * 2**20} if config.memory_mb else {}))
         window = config.max_concurrent or max(1, int(cluster.cpus // config.cpus_per_trial))
         # this node's cores compress and measure: they take turns
@@ -191,7 +190,7 @@ def run_ray(search, proposals) -> None:
             search.in_flight -= 1
             prepared.proposal.told(finish_trial(search, prepared, answer))
         flight, later = Flight(ray), []
-        drive(flight, _submissions(search, proposals, task, flight, later), window, finish,
-              drain)
+        drive(flight, _submissions(search, proposals, task, flight, later, threads), window,
+              finish, drain)
         for proposal in later:
             proposal.told(run_trial(search, proposal))

@@ -19,7 +19,7 @@ from compress.bench_inputs import custom_score, write_inputs
 from compress.bench_copies import Copies
 from compress.bench_records import by_device, pool_rounds, record, spread
 from compress.bench_screen import Screen
-from compress.executors.dispatch import Item, board_for, dispatch
+from compress.executors.dispatch import Item, dispatch
 from compress.measuring import (AUTO, Unavailable, baseline_engines, engine_flags, engine_for,
                                 reports_placement)
 from compress.stagebase import StageConfig, register
@@ -188,16 +188,8 @@ class _Rounds:
         self.rounds = {index: [] for index in range(len(jobs))}
         self.done: dict[int, dict] = {}   # job -> its record without timing: unmeasured,
         #                                   not timed, or a measurement this search made
-        self.copies = Copies(jobs, ctx, files[0], files[1])
+        self.copies = Copies(jobs, ctx, files, config.rounds)
         self.lock = threading.Lock()
-
-    def _share(self, target: str, place) -> list[int]:
-        """The jobs of `target` the rotation gives `place` in some round (_items)."""
-        boards = self.ctx.fleets[target].places
-        mine = [i for i, job in enumerate(self.jobs) if job.target == target]
-        at = boards.index(place) if place in boards else 0
-        return [i for k, i in enumerate(mine) if any(
-            board_for(k, r, len(boards)) == at for r in range(self.config.rounds))]
 
     def todo(self) -> list[int]:
         return [i for i in range(len(self.jobs)) if i not in self.done and i not in self.twins]
@@ -209,7 +201,7 @@ class _Rounds:
                                              self.done, self.twins):
                 return
         try:
-            paths = self.copies.paths(index, place, self._share(job.target, place))
+            paths = self.copies.paths(index, place)
             result = _measure_once(index, job, round_index, place, paths, self.files,
                                    self.config, self.ctx)
         except Unavailable as exc:
