@@ -2,8 +2,9 @@
 
 Range estimation (ranges.py) and fast bias correction (fast_bias.py) both need values
 of tensors inside the float model. Making those tensors graph outputs and running the
-model once per feed gives them all in one pass; only one feed's tensors are held at a
-time, so memory is one forward pass's activations, whatever the number of feeds.
+model once per feed gives them all in one pass; two feeds' tensors are held at a time
+(the next feed runs while the caller reads this one's), so memory is two forward
+passes' activations, whatever the number of feeds.
 """
 from __future__ import annotations
 
@@ -51,12 +52,26 @@ def tensor_values(model, names: Iterable[str], feeds: Iterable[dict],
                   threads: int | None = None) -> Iterator[dict[str, np.ndarray]]:
     """For each feed, {name: value} of the named tensors of `model` (a ModelProto).
     Graph inputs among `names` are taken from the feed itself (ONNX does not let a
-    graph input also be an output)."""
+    graph input also be an output). The next feed runs while the caller works on this
+    one's values (onnxruntime lets the GIL go): two feeds' tensors are held at a time."""
+    from concurrent.futures import ThreadPoolExecutor
+
     names = list(dict.fromkeys(names))
     inputs = {i.name for i in model.graph.input}
     computed = [n for n in names if n not in inputs]
     run = session(_probe(model, computed), threads) if computed else None
-    for feed in feeds:
-        values = dict(zip(computed, run.run(computed, feed))) if run else {}
-        values.update({n: np.asarray(feed[n]) for n in names if n in inputs})
-        yield values
+
+    def values(feed: dict, running) -> dict:
+        found = dict(zip(computed, running.result())) if running else {}
+        found.update({n: np.asarray(feed[n]) for n in names if n in inputs})
+        return found
+
+    with ThreadPoolExecutor(1) as worker:
+        previous = None
+        for feed in feeds:
+            current = (feed, worker.submit(run.run, computed, feed) if run else None)
+            if previous:
+                yield values(*previous)
+            previous = current
+        if previous:
+            yield values(*previous)

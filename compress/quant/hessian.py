@@ -18,8 +18,12 @@ from compress.quant.qdq_nodes import attr
 # cap bounds. A time budget, not a measured optimum: in a trial, up to 16 times the rows
 # did not raise EfficientNet-Lite0's or the orientation classifier's calibration SQNR.
 ROWS_PER_INPUT, MIN_ROWS, MAX_ROWS = 8, 1024, 2048
-MAX_WIDTH = 2304    # wider layers (e.g. CREPE's 128x64 kernels: 8192) keep nearest rounding:
-# factoring H grows with width^3 (8192 wide took longer than the rest of CREPE's stage)
+# Wider layers keep nearest rounding: H's rows, its factoring and GPTQ's column loop grow
+# with width^2 to width^3. 1280 holds the classifiers of mobile CNNs (EfficientNet-Lite0's
+# 1280-input Gemm) and leaves out 3x3 convs of 256 channels (2304 wide): rounding YOLOv8n's
+# two of them cost ~0.5 s of its stage and did not raise its SQNR (31.3 dB either way;
+# docs/rounding.md). CREPE's 128x64 kernels (8192 wide) took longer than the rest of its stage.
+MAX_WIDTH = 1280
 FLUSH_ROWS = 512    # rows gathered before they are multiplied out
 HESSIAN_FEEDS = 64  # at most, spread over the pass's feeds: H's cost is per feed and layer
 

@@ -35,13 +35,16 @@ def _inverse_factor(h: np.ndarray) -> np.ndarray | None:
     input, always zero, gets a unit diagonal and its weight is simply rounded); None when
     H is not finite or stays singular at 100x the damping.
 
-    One Cholesky of H itself, in float64: with J the order-reversing permutation and
-    J H J = L L^T, U = J L^-1 J. (Inverting H and then factoring H^-1 in float32 failed
-    as "not positive definite" on EfficientNet-Lite0 with 128 feeds.)"""
+    One Cholesky of H itself: with J the order-reversing permutation and J H J = L L^T,
+    U = J L^-1 J. (Inverting H and then factoring H^-1 in float32 failed as "not positive
+    definite" on EfficientNet-Lite0 with 128 feeds; one factoring of the damped H in
+    float32 did not, and took YOLOv8n's rounding from 1.65 s to 1.23 s at the same
+    SQNR to 0.1 dB on every CNN of the corpus.)"""
     if not np.all(np.isfinite(h)):
         return None
     index = np.arange(h.shape[1])
-    damped = np.ascontiguousarray(h[:, ::-1, ::-1])  # J H J; only its diagonal changes
+    # J H J (only its diagonal changes below), in float32 like the rounding loop
+    damped = np.ascontiguousarray(h[:, ::-1, ::-1], dtype=np.float32)
     diagonal = damped[:, index, index].copy()
     diagonal[diagonal <= 0] = 1.0
     scale = diagonal.mean(axis=1, keepdims=True)
@@ -59,7 +62,7 @@ def _lower_inverse(lower: np.ndarray) -> np.ndarray:
     """The inverse of lower-triangular matrices (groups, n, n), by halves:
     [[A, 0], [C, D]]^-1 = [[A^-1, 0], [-D^-1 C A^-1, D^-1]]. Two matrix products per
     level instead of a general inverse's LU and solve: 0.10 s against np.linalg.inv's
-    0.48 s for a 2304-wide H on this 2-core machine, equal to 2e-16 (numpy has no
+    0.48 s for a 2304-wide H on this 2-core machine, equal to 2e-16 in float64 (numpy has no
     triangular inverse; scipy's LAPACK brings a second BLAS whose threads slowed the
     whole stage)."""
     n = lower.shape[-1]
@@ -82,9 +85,9 @@ def gptq(weight: np.ndarray, h: np.ndarray, step: np.ndarray, zero: np.ndarray,
     factor = _inverse_factor(h)
     if factor is None:
         return None
-    w = weight.astype(np.float64).copy()
+    w = weight.astype(np.float32).copy()
     integers = np.zeros_like(w)
-    step, zero = step[:, :, 0].astype(np.float64), zero[:, :, 0].astype(np.float64)
+    step, zero = step[:, :, 0].astype(np.float32), zero[:, :, 0].astype(np.float32)
     low, high = float(limits[0]), float(limits[1])
     width = w.shape[2]
     reciprocal = 1.0 / factor[:, np.arange(width), np.arange(width)]  # (groups, width)
