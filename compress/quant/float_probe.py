@@ -16,15 +16,13 @@ import numpy as np
 def _probe(model, names: list[str]):
     """A copy of `model` whose outputs are `names` (typed from the shape inference where
     known: a float16 tensor declared float would not load)."""
-    import onnx
     from onnx import TensorProto, helper
 
+    from compress.quant.onnx_file import tensor_types
     try:
-        typed = onnx.shape_inference.infer_shapes(model)
+        known = {name: t.elem_type for name, t in tensor_types(model).items()}
     except Exception:  # noqa: BLE001 - the types are a courtesy; float is the usual case
-        typed = model
-    known = {v.name: v.type.tensor_type.elem_type
-             for v in (*typed.graph.value_info, *typed.graph.output)}
+        known = {}
     probe = type(model)()
     probe.CopyFrom(model)
     del probe.graph.output[:]

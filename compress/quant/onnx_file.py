@@ -185,6 +185,15 @@ def header_model(path):
         return onnx.load(str(path), load_external_data=False)
 
 
+def tensor_types(model) -> dict:
+    """{tensor name: TypeProto.Tensor} of the graph's inputs, outputs and every tensor
+    ONNX shape inference types (an element type of 0 or no shape: unknown to it).
+    Raises what shape inference raises."""
+    import onnx
+    graph = onnx.shape_inference.infer_shapes(model).graph
+    return {v.name: v.type.tensor_type for v in (*graph.value_info, *graph.input, *graph.output)}
+
+
 def _split(message, number: int) -> tuple[bytes, bytes]:
     """`message` serialised without field `number`: the fields before it and after it
     (protobuf writes fields in number order, so the field goes between the two)."""

@@ -38,47 +38,45 @@ def preprocess(source: Path, out_dir: Path, ctx) -> Path:
 def _preprocess(source: Path, target: Path, ctx) -> Path:
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    if not _needs_symbolic_shapes(source):
-        with contextlib.suppress(Exception):  # noqa: BLE001 - then as below, with its message
-            quant_pre_process(str(source), str(target), skip_symbolic_shape=True)
+    failed = ""
+    if _needs_symbolic_shapes(source):
+        try:
+            quant_pre_process(str(source), str(target))
             return target
-    try:
-        quant_pre_process(str(source), str(target))
-        return target
-    except Exception as exc:  # noqa: BLE001 - its symbolic shape inference fails on some ops
-        first = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
+        except Exception as exc:  # noqa: BLE001 - its symbolic shape inference fails on some ops
+            failed = f"{type(exc).__name__}: {' '.join(str(exc).split())[:200]}"
     # e.g. ReduceL2 (F.normalize) has no symbolic shape rule and the next Expand crashes;
     # the rest of the pre-processing (ONNX shape inference, graph optimisation) still helps.
     try:
         quant_pre_process(str(source), str(target), skip_symbolic_shape=True)
-        ctx.progress.note(f"quant_pre_process: symbolic shape inference failed ({first}); "
-                          "pre-processed without it")
-        return target
     except Exception as exc:  # noqa: BLE001
-        ctx.progress.note(f"quant_pre_process failed ({first}; without symbolic shapes: "
+        before = f"{failed}; " if failed else ""
+        ctx.progress.note(f"quant_pre_process failed ({before}without symbolic shapes: "
                           f"{type(exc).__name__}); quantizing the model as exported")
         target.unlink(missing_ok=True)
         return source
+    if failed:
+        ctx.progress.note(f"quant_pre_process: symbolic shape inference failed ({failed}); "
+                          "pre-processed without it")
+    return target
 
 
 def _needs_symbolic_shapes(source: Path) -> bool:
     """Whether ONNX's own shape inference leaves a node output without an element type or
     a rank. The quantizer reads only those; where ONNX infers them all, the symbolic
     inference made the same quantized bytes on every CNN of the corpus (its sympy
-    import and walk cost 0.1-1.8 s, and it fails on YOLOv8n's Resize after ~1.5 s)."""
-    import onnx
+    import and walk cost 0.1-1.8 s, and it fails on YOLOv8n's Resize after ~1.5 s).
+    The graph is read without its weights' data: inference needs their shapes only."""
+    from compress.quant.onnx_file import header_model, tensor_types
 
     try:
-        model = onnx.shape_inference.infer_shapes(
-            onnx.load(str(source), load_external_data=False))
+        model = header_model(source)
+        typed = tensor_types(model)
     except Exception:  # noqa: BLE001 - onnx cannot infer it: let the symbolic pass try
         return True
-    graph = model.graph
-    typed = {v.name: v.type.tensor_type
-             for v in (*graph.value_info, *graph.input, *graph.output)}
     return any(name not in typed or not typed[name].elem_type
                or not typed[name].HasField("shape")
-               for node in graph.node for name in node.output if name)
+               for node in model.graph.node for name in node.output if name)
 
 
 class _Reader:

@@ -86,13 +86,11 @@ def calibrated_tensors(model) -> list[str]:
     """The tensors quantize_static calibrates (as onnxruntime's CalibraterBase picks
     them): float inputs and outputs of every node, not initializers, with a type known
     after shape inference."""
-    import onnx
     from onnx import TensorProto
 
-    inferred = onnx.shape_inference.infer_shapes(model)
-    graph = inferred.graph
-    typed = {v.name: v.type.tensor_type.elem_type
-             for v in (*graph.value_info, *graph.output, *graph.input)}
+    from compress.quant.onnx_file import tensor_types
+    typed = {name: t.elem_type for name, t in tensor_types(model).items()}
+    graph = model.graph
     weights = {i.name for i in graph.initializer}
     floats = (TensorProto.FLOAT, TensorProto.FLOAT16)
     names = (n for node in graph.node for n in (*node.input, *node.output))

@@ -38,8 +38,8 @@ def _inverse_factor(h: np.ndarray) -> np.ndarray | None:
     One Cholesky of H itself: with J the order-reversing permutation and J H J = L L^T,
     U = J L^-1 J. (Inverting H and then factoring H^-1 in float32 failed as "not positive
     definite" on EfficientNet-Lite0 with 128 feeds; one factoring of the damped H in
-    float32 did not, and took YOLOv8n's rounding from 1.65 s to 1.23 s at the same
-    SQNR to 0.1 dB on every CNN of the corpus.)"""
+    float32 did not, and kept the SQNR to 0.1 dB on every CNN of the corpus at a
+    fraction of float64's time: docs/rounding.md.)"""
     if not np.all(np.isfinite(h)):
         return None
     index = np.arange(h.shape[1])
@@ -95,7 +95,7 @@ def gptq(weight: np.ndarray, h: np.ndarray, step: np.ndarray, zero: np.ndarray,
     # overhead, so it makes few calls (ufuncs in place rather than np.clip)
     for start in range(0, width, BLOCK):
         stop = min(start + BLOCK, width)
-        errors = np.empty(w.shape[:2] + (stop - start,))
+        errors = np.empty(w.shape[:2] + (stop - start,), dtype=w.dtype)
         for i in range(start, stop):
             column = w[:, :, i]
             q = np.rint(column / step)

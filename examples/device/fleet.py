@@ -27,6 +27,7 @@ sys.path.insert(0, str(REPO))
 import compress  # noqa: E402
 from compress.config import TargetSpec, load_pipeline  # noqa: E402
 from tests.sshd_server import pull_the_plug, runner_under, start_fleet  # noqa: E402
+from ssh_loopback import require_quickstart_model  # noqa: E402  (its neighbour here)
 
 
 def _drop_when_busy(server) -> None:
@@ -62,8 +63,7 @@ def main() -> None:
     parser.add_argument("--drop-one", action="store_true",
                         help="kill the second board while it measures")
     args = parser.parse_args()
-    if not (REPO / "examples" / "quickstart" / "digits_cnn.pt").exists():
-        sys.exit("examples/quickstart/digits_cnn.pt is missing: run `make demo` first")
+    require_quickstart_model()
     with tempfile.TemporaryDirectory(prefix="fleet-") as tmp:
         fleet = start_fleet(Path(tmp))
         if isinstance(fleet, str):

@@ -121,8 +121,8 @@ def main() -> None:
                   ("EfficientNet-Lite0", *efficientnet_model(folder))]
         rows = [compare(name, path, image, args.runs, args.rounds)
                 for name, path, image in models]
-    print(f"| model | runs each | bare p50 ms | runner p50 ms | runner / bare | "
-          f"runner CLI p50 ms | CLI / bare |")
+    print("| model | runs each | bare p50 ms | runner p50 ms | runner / bare | "
+          "runner CLI p50 ms | CLI / bare |")
     print("|---|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['model']} | {r['runs_each']} | {r['p50_bare_ms']:.4f} | "

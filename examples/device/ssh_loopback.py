@@ -27,6 +27,12 @@ from compress.config import TargetSpec, load_pipeline  # noqa: E402
 from tests.sshd_server import start_sshd  # noqa: E402  (the test suite's loopback sshd)
 
 
+def require_quickstart_model() -> None:
+    """Exit with what to run when the quickstart's trained model is not there yet."""
+    if not (REPO / "examples" / "quickstart" / "digits_cnn.pt").exists():
+        sys.exit("examples/quickstart/digits_cnn.pt is missing: run `make demo` first")
+
+
 def start_emulated_pi(folder: Path):
     from tests.device import emulated_pi as pi
     reason = pi.prepare_host()
@@ -40,8 +46,7 @@ def main() -> None:
     parser.add_argument("--emulated-pi", action="store_true",
                         help="measure on the emulated Raspberry Pi instead of this machine")
     args = parser.parse_args()
-    if not (REPO / "examples" / "quickstart" / "digits_cnn.pt").exists():
-        sys.exit("examples/quickstart/digits_cnn.pt is missing: run `make demo` first")
+    require_quickstart_model()
     with tempfile.TemporaryDirectory(prefix="ssh-loopback-") as tmp:
         server = (start_emulated_pi(Path(tmp)) if args.emulated_pi
                   else start_sshd(Path(tmp) / "sshd"))

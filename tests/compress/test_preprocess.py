@@ -4,7 +4,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from compress.quant.ort_int8 import _needs_symbolic_shapes, _preprocess
+from compress.quant.ort_int8 import _needs_symbolic_shapes, preprocess
 
 
 class _Progress:
@@ -46,7 +46,31 @@ def test_static_and_dynamic_cnns_skip_the_symbolic_pass(tmp_path):
 def test_preprocessing_without_the_symbolic_pass_keeps_the_graph(tmp_path):
     source = _conv_model(tmp_path / "model.onnx", "batch")
     ctx = _Ctx()
-    target = _preprocess(source, tmp_path / "pre.onnx", ctx)
-    assert target == tmp_path / "pre.onnx" and not ctx.progress.notes
+    target = preprocess(source, tmp_path, ctx)  # in a scratch folder: it writes into "."
+    assert target == tmp_path / "preprocessed.onnx" and not ctx.progress.notes
     ops = [n.op_type for n in onnx.load(str(target)).graph.node]
     assert ops == ["Conv", "Relu"]
+
+
+def test_a_failing_symbolic_pass_falls_back_to_the_plain_one_and_says_so(tmp_path):
+    """An op of an unknown domain (ONNX cannot type its output: the symbolic pass is
+    asked for) after ReduceL2 -> Expand, where the symbolic pass gives up: the model is
+    pre-processed without it, and one note says why."""
+    nodes = [helper.make_node("ReduceL2", ["x"], ["n"], axes=[1], keepdims=1),
+             helper.make_node("Shape", ["x"], ["s"]),
+             helper.make_node("Expand", ["n", "s"], ["e"]),
+             helper.make_node("Div", ["x", "e"], ["y"]),
+             helper.make_node("Mystery", ["y"], ["m"], domain="example.custom")]
+    graph = helper.make_graph(
+        nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 4])],
+        [helper.make_tensor_value_info("m", TensorProto.FLOAT, None)])
+    source = tmp_path / "normalize.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[
+        helper.make_opsetid("", 13), helper.make_opsetid("example.custom", 1)]), str(source))
+    assert _needs_symbolic_shapes(source)
+    ctx = _Ctx()
+    assert preprocess(source, tmp_path, ctx) == tmp_path / "preprocessed.onnx"
+    assert (tmp_path / "preprocessed.onnx").is_file()
+    assert len(ctx.progress.notes) == 1
+    assert ctx.progress.notes[0].startswith("quant_pre_process: symbolic shape inference "
+                                            "failed (")
