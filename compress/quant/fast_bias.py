@@ -106,14 +106,15 @@ def _channel_mean(x: np.ndarray) -> np.ndarray:
 
 def _quantized_mean(x: np.ndarray, scale: np.ndarray, zero: np.ndarray) -> np.ndarray:
     """The per-channel mean of x after its QuantizeLinear / DequantizeLinear pair, in x's
-    own precision as the runtime computes it: the integers' mean, dequantized once
-    (in place: this runs on every layer input of every feed)."""
-    info = np.iinfo(zero.dtype)
+    own precision as the runtime computes it (x / scale, rounded half to even): the
+    integers less the zero point, clipped to the type's range less it (the same
+    integers as adding it, clipping and taking it off again, in one pass fewer), their
+    mean dequantized once. In place: this runs on every layer input of every feed."""
+    info, offset = np.iinfo(zero.dtype), zero.item()
     q = np.divide(x, scale.astype(x.dtype))
     np.rint(q, out=q)
-    q += zero.astype(x.dtype)
-    np.clip(q, info.min, info.max, out=q)
-    return (_channel_mean(q) - zero.item()) * scale.item()  # one of each per tensor
+    np.clip(q, info.min - offset, info.max - offset, out=q)
+    return _channel_mean(q) * scale.item()  # one scale per tensor
 
 
 @dataclass
@@ -128,12 +129,17 @@ class LayerPass:
     hessians: list          # hessian.Hessian | None per pair (all None when not asked)
     outputs: list | None    # per feed, the float model's outputs (run_feeds' layout)
 
-    def take(self, i: int, x: np.ndarray, feeds: int) -> None:
-        """Add pair i's input `x` of one of `feeds` feeds."""
-        layer, hessian = self.pairs[i][0], self.hessians[i]
-        mean = _channel_mean(x)
+    def take(self, i: int, x: np.ndarray, feeds: int, memo: dict) -> None:
+        """Add pair i's input `x` of one of `feeds` feeds; `memo` holds this feed's means
+        already taken (layers that share an input and its quantization)."""
+        (layer, twin), hessian = self.pairs[i], self.hessians[i]
+        q = layer.input_q
+        key = (twin.input[0], None if q is None else (q[0].item(), q[1].item()))
+        if key not in memo:
+            mean = _channel_mean(x)
+            memo[key] = mean, (_quantized_mean(x, *q) if q else mean)
+        mean, mean_q = memo[key]
         self.plain[i] = self.plain[i] + mean / feeds
-        mean_q = _quantized_mean(x, *layer.input_q) if layer.input_q else mean
         self.quantized[i] = self.quantized[i] + mean_q / feeds
         if hessian is not None:
             hessian.add(x)
@@ -156,8 +162,9 @@ def layer_pass(float_model, qdq, feeds: list[dict], threads: int | None = None, 
     for values in tensor_values(float_model, [*inputs, *names], feeds, threads):
         if outputs:
             seen.outputs.append([values[name] for name in names])
+        memo = {}
         for i, name in enumerate(inputs):
-            seen.take(i, values[name], len(feeds))
+            seen.take(i, values[name], len(feeds), memo)
     return seen
 
 

@@ -95,7 +95,10 @@ def _checked(seen, float_model, qdq, target: Path, feeds: list[dict], rounding: 
     closest to the float model's (SQNR) on CHECK_FEEDS of the feeds. The correction
     helped most CNNs of the corpus and cost one (ddddocr's detector); the check told
     them apart on all of them. Each candidate is kept serialized: the bytes both the
-    check's session and the file take."""
+    check's session and the file take. GPTQ rounds in a second thread while the two
+    candidates without it are scored (onnxruntime lets the GIL go while it runs)."""
+    from concurrent.futures import ThreadPoolExecutor
+
     import onnx
 
     from compress.quant import fast_bias
@@ -104,13 +107,20 @@ def _checked(seen, float_model, qdq, target: Path, feeds: list[dict], rounding: 
     fast_bias.shift_biases(seen, corrected, float_model)
     candidates["bias"] = corrected.SerializeToString()
     meta = {"method": "fast", "weight_rounding": "gptq" if rounding else "nearest"}
-    if rounding:
-        meta.update(_rounding_meta(seen, qdq, float_model))  # seen now holds the new W_q
-        candidates["gptq"] = qdq.SerializeToString()
-        fast_bias.shift_biases(seen, qdq, float_model)
-        candidates["gptq+bias"] = qdq.SerializeToString()
     picks = spread(list(range(len(feeds))), CHECK_FEEDS)
-    scores = _scores(candidates, [feeds[i] for i in picks], [seen.outputs[i] for i in picks])
+    check = [feeds[i] for i in picks], [seen.outputs[i] for i in picks]
+    with ThreadPoolExecutor(1) as worker:
+        # rounding writes the new W_q into qdq and seen.pairs: both candidates above are
+        # already serialized
+        rounded = worker.submit(_rounding_meta, seen, qdq, float_model) if rounding else None
+        scores = _scores(candidates, *check)
+        if rounded is not None:
+            meta.update(rounded.result())
+            more = {"gptq": qdq.SerializeToString()}
+            fast_bias.shift_biases(seen, qdq, float_model)
+            more["gptq+bias"] = qdq.SerializeToString()
+            scores.update(_scores(more, *check))
+            candidates.update(more)
     kept = max(scores, key=scores.get)
     if kept != "as quantized":
         target.write_bytes(candidates[kept])

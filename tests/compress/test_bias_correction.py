@@ -57,6 +57,34 @@ def test_quantize_stage_reports_the_correction(project, asked, method, count):
         assert meta["weight_rounding"] == "gptq" and meta["layers_rounded"] == 4
 
 
+def _weights(serialized: bytes) -> dict:
+    """The int8 weight integers of a QDQ model (its int32 biases left out)."""
+    from onnx import numpy_helper
+    model = onnx.load_model_from_string(serialized)
+    return {i.name: numpy_helper.to_array(i) for i in model.graph.initializer
+            if i.data_type == onnx.TensorProto.INT8}
+
+
+def test_the_check_scores_each_candidate_as_built_and_writes_the_kept_one(project, monkeypatch):
+    """GPTQ rounds in a second thread while the candidates without it are scored: those
+    keep quantize_static's integers, the rounded ones do not, and the file written is
+    the kept candidate."""
+    from compress.quant import int8_steps
+    seen, real = {}, int8_steps._scores
+    monkeypatch.setattr(int8_steps, "_scores",
+                        lambda candidates, *rest: seen.update(candidates) or real(candidates, *rest))
+    quantize = {"type": "quantize", "scheme": "int8-static", "bias_correction_samples": 16}
+    result = compress.run(write_pipeline(project, pipeline_dict(
+        stages=[{"type": "export.onnx"}, quantize], targets=[])))
+    meta = result.artifacts[-1].meta["bias_correction"]
+    weights = {name: _weights(model) for name, model in seen.items()}
+    nearest = weights["as quantized"]
+    assert all(np.array_equal(nearest[k], v) for k, v in weights["bias"].items())
+    assert any(not np.array_equal(nearest[k], v) for k, v in weights["gptq"].items())
+    written = onnx.load(str(result.run_dir / result.artifacts[-1].path))
+    assert written.SerializeToString() == seen[meta["kept"]]
+
+
 def test_sequential_correction_with_nearest_rounding_makes_no_float_pass(project, monkeypatch):
     """The one float pass serves GPTQ and the fast correction; the sequential correction
     measures for itself, so with nearest rounding the pass is not made at all."""

@@ -327,3 +327,11 @@ def test_quantized_input_mean_is_the_mean_of_the_dequantized_input(shape):
     dequantized = (np.clip(np.round(x / scale) + 128.0, 0, 255) - 128.0) * 0.02
     np.testing.assert_allclose(_quantized_mean(x, scale, zero),
                                dequantized.mean(axis=(0, 2, 3)), rtol=1e-5, atol=1e-6)
+
+
+def test_probe_sessions_do_not_spin(tiny):
+    """The float pass and the check run numpy work beside their sessions: idle session
+    threads sleep rather than spin on the cores that work needs."""
+    from compress.quant.float_probe import session
+    options = session(onnx.load(str(tiny["pre"])), 2).get_session_options()
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
