@@ -30,7 +30,7 @@ Approximations, each the price of the single pass:
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -128,17 +128,26 @@ class LayerPass:
     quantized: list
     hessians: list          # hessian.Hessian | None per pair (all None when not asked)
     outputs: list | None    # per feed, the float model's outputs (run_feeds' layout)
+    # per pair, the first pair with the same float input and input quantization: its
+    # means serve both (a tensor several layers read is reduced once per feed)
+    first: list = field(init=False)
 
-    def take(self, i: int, x: np.ndarray, feeds: int, memo: dict) -> None:
-        """Add pair i's input `x` of one of `feeds` feeds; `memo` holds this feed's means
-        already taken (layers that share an input and its quantization)."""
-        (layer, twin), hessian = self.pairs[i], self.hessians[i]
-        q = layer.input_q
-        key = (twin.input[0], None if q is None else (q[0].item(), q[1].item()))
-        if key not in memo:
+    def __post_init__(self) -> None:
+        def key(layer: _Layer, twin) -> tuple:
+            q = layer.input_q
+            return twin.input[0], None if q is None else (q[0].item(), q[1].item(),
+                                                          q[1].dtype.str)
+        firsts: dict = {}
+        self.first = [firsts.setdefault(key(*pair), i) for i, pair in enumerate(self.pairs)]
+
+    def take(self, i: int, x: np.ndarray, feeds: int, taken: dict) -> None:
+        """Add pair i's input `x` of one of `feeds` feeds; `taken` holds this feed's
+        means by the pair that first took them."""
+        layer, hessian, first = self.pairs[i][0], self.hessians[i], self.first[i]
+        if first not in taken:
             mean = _channel_mean(x)
-            memo[key] = mean, (_quantized_mean(x, *q) if q else mean)
-        mean, mean_q = memo[key]
+            taken[first] = mean, (_quantized_mean(x, *layer.input_q) if layer.input_q else mean)
+        mean, mean_q = taken[first]
         self.plain[i] = self.plain[i] + mean / feeds
         self.quantized[i] = self.quantized[i] + mean_q / feeds
         if hessian is not None:
@@ -162,9 +171,9 @@ def layer_pass(float_model, qdq, feeds: list[dict], threads: int | None = None, 
     for values in tensor_values(float_model, [*inputs, *names], feeds, threads):
         if outputs:
             seen.outputs.append([values[name] for name in names])
-        memo = {}
+        taken = {}
         for i, name in enumerate(inputs):
-            seen.take(i, values[name], len(feeds), memo)
+            seen.take(i, values[name], len(feeds), taken)
     return seen
 
 

@@ -22,8 +22,9 @@ ROWS_PER_INPUT, MIN_ROWS, MAX_ROWS = 8, 1024, 2048
 # with width^2 to width^3. 1280 holds the classifiers of mobile CNNs (EfficientNet-Lite0's
 # 1280-input Gemm) and leaves out 3x3 convs of 256 channels (2304 wide): rounding YOLOv8n's
 # two of them added about a second to its stage (7.2 s against 6.0 s with the limit at
-# 1152, one stage_time.py run each) and did not raise its SQNR (31.3 dB either way; docs/rounding.md). CREPE's
-# 128x64 kernels (8192 wide) took longer than the rest of its stage.
+# 1152, one stage_time.py run each) and did not raise its SQNR (31.3 dB either way;
+# docs/rounding.md). CREPE's 128x64 kernels (8192 wide) took longer than the rest of its
+# stage.
 MAX_WIDTH = 1280
 FLUSH_ROWS = 512    # rows gathered before they are multiplied out
 HESSIAN_FEEDS = 64  # at most, spread over the pass's feeds: H's cost is per feed and layer

@@ -71,8 +71,11 @@ def test_the_check_scores_each_candidate_as_built_and_writes_the_kept_one(projec
     the kept candidate."""
     from compress.quant import int8_steps
     seen, real = {}, int8_steps._scores
-    monkeypatch.setattr(int8_steps, "_scores",
-                        lambda candidates, *rest: seen.update(candidates) or real(candidates, *rest))
+
+    def scores(candidates, *rest):
+        seen.update(candidates)
+        return real(candidates, *rest)
+    monkeypatch.setattr(int8_steps, "_scores", scores)
     quantize = {"type": "quantize", "scheme": "int8-static", "bias_correction_samples": 16}
     result = compress.run(write_pipeline(project, pipeline_dict(
         stages=[{"type": "export.onnx"}, quantize], targets=[])))

@@ -335,3 +335,44 @@ def test_probe_sessions_do_not_spin(tiny):
     from compress.quant.float_probe import session
     options = session(onnx.load(str(tiny["pre"])), 2).get_session_options()
     assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+
+
+def test_layers_reading_one_tensor_share_its_means(tmp_path):
+    """Two convolutions read the same quantized tensor: the float pass reduces it once
+    per feed, and both layers get its plain and quantized means."""
+    from onnx import TensorProto, helper, numpy_helper
+    from onnxruntime.quantization import QuantFormat, quantize_static
+
+    from compress.quant.fast_bias import _quantized_mean, layer_pass
+    rng = np.random.default_rng(3)
+    relu = helper.make_node("Relu", ["x"], ["r"])
+    convs = [helper.make_node("Conv", ["r", f"w{k}", f"b{k}"], [f"y{k}"], name=f"conv{k}",
+                              kernel_shape=[3, 3], pads=[1, 1, 1, 1]) for k in (0, 1)]
+    weights = [numpy_helper.from_array(rng.normal(0, 0.3, shape).astype(np.float32), name)
+               for k in (0, 1) for name, shape in ((f"w{k}", (4, 3, 3, 3)), (f"b{k}", (4,)))]
+    graph = helper.make_graph(
+        [relu, *convs], "shared", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                 [1, 3, 8, 8])],
+        [helper.make_tensor_value_info(f"y{k}", TensorProto.FLOAT, None) for k in (0, 1)],
+        weights)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, str(tmp_path / "float.onnx"))
+    feeds = [{"x": rng.normal(0, 1, (1, 3, 8, 8)).astype(np.float32)} for _ in range(8)]
+
+    class Reader:
+        def __init__(self):
+            self.left = iter(feeds)
+
+        def get_next(self):
+            return next(self.left, None)
+    quantize_static(str(tmp_path / "float.onnx"), str(tmp_path / "qdq.onnx"), Reader(),
+                    quant_format=QuantFormat.QDQ, per_channel=True)
+    seen = layer_pass(model, onnx.load(str(tmp_path / "qdq.onnx")), feeds)
+    assert len(seen.pairs) == 2 and seen.first == [0, 0]
+    inputs = [np.maximum(feed["x"], 0) for feed in feeds]
+    quantization = seen.pairs[0][0].input_q
+    plain = np.mean([x.mean(axis=(0, 2, 3)) for x in inputs], axis=0)
+    quantized = np.mean([_quantized_mean(x, *quantization) for x in inputs], axis=0)
+    for i in (0, 1):
+        np.testing.assert_allclose(seen.plain[i], plain, rtol=1e-6)
+        np.testing.assert_allclose(seen.quantized[i], quantized, rtol=1e-6)
