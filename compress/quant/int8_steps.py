@@ -46,6 +46,15 @@ def spread(feeds: list[dict], count: int) -> list[dict]:
 CHECK_FEEDS = 32  # calibration feeds each candidate of the check is run on
 
 
+def beside_onnxruntime():
+    """One BLAS thread while numpy runs beside onnxruntime (the float pass's H products
+    beside the float model's runs, GPTQ beside the check's): BLAS's own threads on top of
+    onnxruntime's oversubscribed the cores (YOLOv8n's GPTQ 1.6 -> 1.2 s, its stage
+    7.1 -> 6.5 s; docs/rounding.md). The setting is the process's, restored after."""
+    from threadpoolctl import threadpool_limits
+    return threadpool_limits(1, user_api="blas")
+
+
 def round_and_correct(source: Path, target: Path, feeds: list[dict], config, ctx) -> dict | None:
     """Weight rounding (config.weight_rounding) and bias correction (config.bias_method())
     of the QDQ model at `target`, from one pass of the float model `source`; what went
@@ -61,7 +70,7 @@ def round_and_correct(source: Path, target: Path, feeds: list[dict], config, ctx
 
         from compress.quant import fast_bias
         what = " + ".join(["GPTQ rounding"] * rounding + [f"bias correction ({method})"] * one_pass)
-        with ctx.progress.task(f"{what}, {len(chosen)} feeds", None):
+        with ctx.progress.task(f"{what}, {len(chosen)} feeds", None), beside_onnxruntime():
             float_model, qdq = onnx.load(str(source)), onnx.load(str(target))
             seen = fast_bias.layer_pass(float_model, qdq, chosen, os.cpu_count() or 1,
                                         hessians=rounding, outputs=method == "checked")
@@ -91,12 +100,16 @@ def _rounding_meta(seen, qdq, float_model) -> dict:
 
 def _checked(seen, float_model, qdq, target: Path, feeds: list[dict], rounding: bool) -> dict:
     """The default: of the model as quantize_static wrote it, with the fast bias
-    correction, GPTQ-rounded, and rounded then corrected, keep the one whose outputs are
-    closest to the float model's (SQNR) on CHECK_FEEDS of the feeds. The correction
-    helped most CNNs of the corpus and cost one (ddddocr's detector); the check told
-    them apart on all of them. Each candidate is kept serialized: the bytes both the
-    check's session and the file take. GPTQ rounds in a second thread while the two
-    candidates without it are scored (onnxruntime lets the GIL go while it runs)."""
+    correction, and GPTQ-rounded, keep the one whose outputs are closest to the float
+    model's (SQNR) on CHECK_FEEDS of the feeds. The correction helped most models of the
+    corpus and cost some (ddddocr's detector, the orientation classifier); the check told
+    them apart on all of them. GPTQ rounds in a second thread while the two unrounded
+    candidates are scored (onnxruntime lets the GIL go while it runs); the rounded model
+    is then scored once, corrected only if the correction beat the unrounded model: on
+    the six corpus models run with all four, the rounded one the other way round never
+    came first (docs/rounding.md), and a fourth candidate after the rounding was ~0.5 s
+    of YOLOv8n's stage. Each candidate is kept serialized: the bytes both the check's
+    session and the file take."""
     from concurrent.futures import ThreadPoolExecutor
 
     import onnx
@@ -116,11 +129,12 @@ def _checked(seen, float_model, qdq, target: Path, feeds: list[dict], rounding: 
         scores = _scores(candidates, *check)
         if rounded is not None:
             meta.update(rounded.result())
-            more = {"gptq": qdq.SerializeToString()}
-            fast_bias.shift_biases(seen, qdq, float_model)
-            more["gptq+bias"] = qdq.SerializeToString()
-            scores.update(_scores(more, *check))
-            candidates.update(more)
+            name = "gptq"
+            if scores["bias"] >= scores["as quantized"]:
+                fast_bias.shift_biases(seen, qdq, float_model)
+                name = "gptq+bias"
+            candidates[name] = qdq.SerializeToString()
+            scores.update(_scores({name: candidates[name]}, *check))
     kept = max(scores, key=scores.get)
     if kept != "as quantized":
         target.write_bytes(candidates[kept])

@@ -173,7 +173,7 @@ class Int8Static(_Int8):
         "(spread evenly)")
     # Measured on the corpus (docs/rounding.md): with GPTQ rounding EfficientNet-Lite0 went
     # from 23.1 to 25.1 dB and YOLOv8n from 30.0 to 31.3 dB; the default's check keeps, per
-    # model, the best of as quantized / corrected / rounded / rounded and corrected.
+    # model, the best of as quantized / corrected / rounded (and corrected where that won).
     weight_rounding: Literal["nearest", "gptq"] = Field(
         "gptq", description="how int8 weights are rounded (ONNX and TFLite): gptq, error-compensating "
         "against the layer's inputs on the calibration feeds (same scales, same speed), or "

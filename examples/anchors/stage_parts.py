@@ -16,7 +16,7 @@ import statistics
 import tempfile
 import time
 
-from stage_time import SAMPLES, _anchor  # noqa: E402  (puts the corpus on the path)
+from stage_time import SAMPLES, _subject  # noqa: E402  (puts the corpus on the path)
 
 import compress  # noqa: E402
 from compress.checks import resolve_inputs  # noqa: E402
@@ -30,26 +30,26 @@ PASS_FEEDS = 64  # the stage's default bias_correction_samples
 
 def measure(name: str, repeat: int) -> str:
     import onnx
-    anchor, fp32 = _anchor(name)
+    subject = _subject(name)
     stage = {"type": "quantize", "scheme": "int8-static", "bias_correction": False,
              "weight_rounding": "nearest"}
     with tempfile.TemporaryDirectory() as folder:
         pipeline = compress.pipeline(name="stage-parts", output=folder,
-                                     model={"onnx": str(fp32)}, data=anchor.corpus.data(),
+                                     model={"onnx": str(subject.fp32)}, data=subject.data,
                                      stages=[stage])
         result = compress.run(pipeline, force=True, quiet=True)
         qdq = onnx.load(str(result.run_dir / result.artifacts[-1].path))
         resolved = resolve_inputs(pipeline)
         feeds = spread(load_dataset(resolved, "calibration", resolved.model.inputs)
                        .take(SAMPLES), PASS_FEEDS)
-        float_model, passes, roundings = onnx.load(str(fp32)), [], []
+        float_model, passes, roundings = onnx.load(str(subject.fp32)), [], []
         for _ in range(repeat):
             started = time.perf_counter()
             seen = fast_bias.layer_pass(float_model, qdq, feeds, os.cpu_count() or 1,
                                         hessians=True, outputs=True)
             passes.append(time.perf_counter() - started)
             roundings.append(round_weights(seen, copy.deepcopy(qdq), float_model).seconds)
-    return (f"| {anchor.entry} | {len(feeds)} | {statistics.median(passes):.2f} | "
+    return (f"| {subject.name} | {len(feeds)} | {statistics.median(passes):.2f} | "
             f"{statistics.median(roundings):.2f} |")
 
 

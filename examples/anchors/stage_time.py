@@ -7,6 +7,7 @@ on the evaluation feeds (output SQNR, top-1 agreement for the classifiers). Run
     python examples/anchors/stage_time.py efficientnet yolov8n ...
     python examples/anchors/stage_time.py --set bias_correction_samples=128 efficientnet
     python examples/anchors/stage_time.py --weights-only efficientnet
+    python examples/anchors/stage_time.py mobilenetv2   # timing only: mobilenet_v2.py
 
 `--weights-only`: instead, the FP32 model with only its Conv/Gemm weights rounded to
 nearest int8 per output channel (symmetric, as quantize_static rounds them) and its
@@ -19,6 +20,7 @@ import json
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from run import OUT, SAMPLES, conformance  # noqa: E402  (puts the corpus on the path)
@@ -32,21 +34,38 @@ from compress.model_run import run_feeds  # noqa: E402
 from runtimes.metrics import feed_fidelity  # noqa: E402
 
 
-def _anchor(name: str):
-    """The anchor whose name contains `name`, and its FP32 ONNX file."""
+@dataclass(frozen=True)
+class Subject:
+    name: str           # the table's row
+    data: dict          # the pipeline's data section
+    classifier: bool    # top-1 agreement means something
+    fp32: Path
+
+
+def _subject(name: str) -> Subject:
+    """The anchor whose name contains `name` and its FP32 ONNX file; or, for `mobilenetv2`,
+    a MobileNetV2 for timing only (random weights: mobilenet_v2.py) on EfficientNet-Lite0's
+    photos."""
+    if name.lower().replace("-", "") == "mobilenetv2":
+        import mobilenet_v2
+        data = _subject("efficientnet").data
+        fp32 = mobilenet_v2.fp32_onnx(data["calibration"]()["images"],
+                                      OUT.parent / "anchors" / "mobilenet-v2")
+        return Subject("MobileNetV2, random weights (time only)", data, True, fp32)
     anchor = next(a for a in ANCHORS if name.lower() in a.entry.lower())
     entry = anchor.corpus
-    return anchor, (OUT / conformance.slug(entry.name) / "01-fp32" / "model.onnx"
-                    if entry.fp32 == "fp32" else Path(entry.model()["onnx"]))
+    return Subject(entry.name, entry.data(), anchor.classifier,
+                   OUT / conformance.slug(entry.name) / "01-fp32" / "model.onnx"
+                   if entry.fp32 == "fp32" else Path(entry.model()["onnx"]))
 
 
 def measure(name: str, settings: dict, repeat: int) -> str:
-    anchor, fp32 = _anchor(name)
-    entry = anchor.corpus
+    subject = _subject(name)
+    fp32 = subject.fp32
     stage = {"type": "quantize", "scheme": "int8-static", **settings}
     with tempfile.TemporaryDirectory() as folder:
         pipeline = compress.pipeline(name="stage-time", output=folder, model={"onnx": str(fp32)},
-                                     data=entry.data(), stages=[stage])
+                                     data=subject.data, stages=[stage])
         resolved = resolve_inputs(pipeline)
         feeds = load_dataset(resolved, "calibration", resolved.model.inputs).take(SAMPLES)
         by_hand, runs = Path(folder) / "by_hand.onnx", []
@@ -64,8 +83,8 @@ def measure(name: str, settings: dict, repeat: int) -> str:
         reference = run_feeds(fp32, None, evaluation)
         judged = [feed_fidelity(run_feeds(path, None, evaluation), reference)
                   for path in (result.run_dir / artifact.path, by_hand)]
-    top1 = [f" (top-1 {j['top1_agreement']:.3f})" if anchor.classifier else "" for j in judged]
-    return (f"| {entry.name} | {judged[0]['sqnr_db']:.1f} dB{top1[0]} | {judged[1]['sqnr_db']:.1f}"
+    top1 = [f" (top-1 {j['top1_agreement']:.3f})" if subject.classifier else "" for j in judged]
+    return (f"| {subject.name} | {judged[0]['sqnr_db']:.1f} dB{top1[0]} | {judged[1]['sqnr_db']:.1f}"
             f" dB{top1[1]} | {checked.get('kept')} | {stage:.1f} | {rounding:.1f} | {seconds:.1f} | "
             f"{stage / seconds:.2f}x |")
 
@@ -75,8 +94,8 @@ def weights_only(name: str) -> str:
     import onnx
     from onnx import numpy_helper
 
-    anchor, fp32 = _anchor(name)
-    entry = anchor.corpus
+    subject = _subject(name)
+    fp32 = subject.fp32
     model = onnx.load(str(fp32))
     weights = {n.input[1] for n in model.graph.node if n.op_type in ("Conv", "Gemm")}
     for init in (i for i in model.graph.initializer if i.name in weights):
@@ -87,7 +106,7 @@ def weights_only(name: str) -> str:
         rounded = (np.clip(np.round(rows / step), -128, 127) * step).reshape(w.shape)
         init.CopyFrom(numpy_helper.from_array(rounded.astype(w.dtype), init.name))
     pipeline = compress.pipeline(name="weights-only", output=tempfile.gettempdir(),
-                                 model={"onnx": str(fp32)}, data=entry.data(),
+                                 model={"onnx": str(fp32)}, data=subject.data,
                                  stages=[{"type": "quantize", "scheme": "int8-static"}])
     resolved = resolve_inputs(pipeline)
     evaluation = list(load_dataset(resolved, "evaluation", resolved.model.inputs).feeds)
@@ -95,8 +114,8 @@ def weights_only(name: str) -> str:
         onnx.save(model, f"{folder}/weights.onnx")
         judged = feed_fidelity(run_feeds(f"{folder}/weights.onnx", None, evaluation),
                                run_feeds(fp32, None, evaluation))
-    top1 = f" (top-1 {judged['top1_agreement']:.3f})" if anchor.classifier else ""
-    return f"| {entry.name} | {judged['sqnr_db']:.1f} dB{top1} |"
+    top1 = f" (top-1 {judged['top1_agreement']:.3f})" if subject.classifier else ""
+    return f"| {subject.name} | {judged['sqnr_db']:.1f} dB{top1} |"
 
 
 def main() -> None:

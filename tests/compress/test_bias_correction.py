@@ -52,7 +52,9 @@ def test_quantize_stage_reports_the_correction(project, asked, method, count):
     assert meta["method"] == method and meta["layers_corrected"] == 4 and meta[count] == 16
     if asked is None:  # the default: the best candidate on the calibration feeds, recorded
         scores = meta["calibration_sqnr_db"]
-        assert set(scores) == {"as quantized", "bias", "gptq", "gptq+bias"}
+        # the rounded model is corrected only where the correction beat the unrounded one
+        rounded = "gptq+bias" if scores["bias"] >= scores["as quantized"] else "gptq"
+        assert set(scores) == {"as quantized", "bias", rounded}
         assert scores[meta["kept"]] == max(scores.values())
         assert meta["weight_rounding"] == "gptq" and meta["layers_rounded"] == 4
 
@@ -83,7 +85,8 @@ def test_the_check_scores_each_candidate_as_built_and_writes_the_kept_one(projec
     weights = {name: _weights(model) for name, model in seen.items()}
     nearest = weights["as quantized"]
     assert all(np.array_equal(nearest[k], v) for k, v in weights["bias"].items())
-    assert any(not np.array_equal(nearest[k], v) for k, v in weights["gptq"].items())
+    rounded = next(name for name in weights if name.startswith("gptq"))
+    assert any(not np.array_equal(nearest[k], v) for k, v in weights[rounded].items())
     written = onnx.load(str(result.run_dir / result.artifacts[-1].path))
     assert written.SerializeToString() == seen[meta["kept"]]
 
@@ -102,3 +105,43 @@ def test_sequential_correction_with_nearest_rounding_makes_no_float_pass(project
     meta = result.artifacts[-1].meta["bias_correction"]
     assert meta["method"] == "sequential" and meta["weight_rounding"] == "nearest"
     assert meta["layers_corrected"] == 4 and passes == []
+
+
+@pytest.mark.parametrize("unrounded, rounded", [
+    ({"as quantized": 20.0, "bias": 21.0}, "gptq+bias"),
+    ({"as quantized": 21.0, "bias": 20.0}, "gptq")])
+def test_the_rounded_model_is_corrected_only_where_the_correction_won(
+        project, monkeypatch, unrounded, rounded):
+    """The check scores the rounded model once: with the bias correction where it beat
+    the unrounded model as quantized, without it where it lost."""
+    from compress.quant import int8_steps
+    scored = []
+
+    def scores(candidates, *rest):
+        scored.extend(candidates)
+        return {name: unrounded.get(name, 30.0) for name in candidates}
+    monkeypatch.setattr(int8_steps, "_scores", scores)
+    quantize = {"type": "quantize", "scheme": "int8-static", "bias_correction_samples": 16}
+    result = compress.run(write_pipeline(project, pipeline_dict(
+        stages=[{"type": "export.onnx"}, quantize], targets=[])))
+    meta = result.artifacts[-1].meta["bias_correction"]
+    assert scored == ["as quantized", "bias", rounded] and meta["kept"] == rounded
+
+
+def test_numpy_works_beside_onnxruntime_on_one_blas_thread(project, monkeypatch):
+    """The float pass and GPTQ run numpy beside onnxruntime's own threads: BLAS is held
+    to one thread while they do, and given back its threads after."""
+    from threadpoolctl import threadpool_info
+
+    from compress.quant import fast_bias
+
+    def blas_threads() -> list[int]:
+        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+    during, real = [], fast_bias.layer_pass
+    monkeypatch.setattr(fast_bias, "layer_pass",
+                        lambda *a, **k: during.append(blas_threads()) or real(*a, **k))
+    before = blas_threads()
+    quantize = {"type": "quantize", "scheme": "int8-static", "bias_correction_samples": 16}
+    compress.run(write_pipeline(project, pipeline_dict(
+        stages=[{"type": "export.onnx"}, quantize], targets=[])))
+    assert during and all(n == 1 for n in during[0]) and blas_threads() == before
