@@ -7,6 +7,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from compress.artifacts import sha256_file
 from tests.conftest import pipeline_dict, write_pipeline
 
@@ -20,6 +22,8 @@ def _start(path, cwd):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
+# three whole pipelines in subprocesses (~40 s on 2 cores): in `make test-runs`
+@pytest.mark.runs
 def test_two_concurrent_runs_into_one_folder(project):
     path = write_pipeline(project, pipeline_dict(stages=STAGES, targets=["host-cpu"]))
     first, second = _start(path, project), _start(path, project)
