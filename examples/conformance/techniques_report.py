@@ -290,9 +290,9 @@ float round-off, which alone moves the orientation classifier's output SQNR visi
 **Bias correction and weight rounding on ONNX: fast BC and GPTQ, checked on the
 calibration feeds.** Each helps some models and costs others, so the pipeline measures:
 the output SQNR against the float model on calibration feeds of the model as quantized,
-corrected, rounded, and rounded and corrected, and keeps the best. What the check kept
-(with the four calibration SQNRs), and what each gave kept whatever it does (against
-minmax, on the evaluation feeds):
+corrected, and rounded (and corrected too where the correction beat the model as
+quantized), and keeps the best. What the check kept (with its calibration SQNRs),
+and what each gave kept whatever it does (against minmax, on the evaluation feeds):
 
 {checked}
 
