@@ -49,8 +49,10 @@ CHECK_FEEDS = 32  # calibration feeds each candidate of the check is run on
 def beside_onnxruntime():
     """One BLAS thread while numpy runs beside onnxruntime (the float pass's H products
     beside the float model's runs, GPTQ beside the check's): BLAS's own threads on top of
-    onnxruntime's oversubscribed the cores (YOLOv8n's GPTQ 1.6 -> 1.2 s, its stage
-    7.1 -> 6.5 s; docs/rounding.md). The setting is the process's, restored after."""
+    onnxruntime's oversubscribed the cores (YOLOv8n's GPTQ beside the check 1.6 -> 1.2 s,
+    its stage 6.8-7.3 -> 6.3 s; docs/rounding.md). GPTQ alone keeps BLAS's threads
+    (EfficientNet-Lite0's 0.80 s against 0.94 s on one). The setting is the process's,
+    restored after."""
     from threadpoolctl import threadpool_limits
     return threadpool_limits(1, user_api="blas")
 
@@ -70,10 +72,11 @@ def round_and_correct(source: Path, target: Path, feeds: list[dict], config, ctx
 
         from compress.quant import fast_bias
         what = " + ".join(["GPTQ rounding"] * rounding + [f"bias correction ({method})"] * one_pass)
-        with ctx.progress.task(f"{what}, {len(chosen)} feeds", None), beside_onnxruntime():
+        with ctx.progress.task(f"{what}, {len(chosen)} feeds", None):
             float_model, qdq = onnx.load(str(source)), onnx.load(str(target))
-            seen = fast_bias.layer_pass(float_model, qdq, chosen, os.cpu_count() or 1,
-                                        hessians=rounding, outputs=method == "checked")
+            with beside_onnxruntime():
+                seen = fast_bias.layer_pass(float_model, qdq, chosen, os.cpu_count() or 1,
+                                            hessians=rounding, outputs=method == "checked")
             if method == "checked":
                 return _checked(seen, float_model, qdq, target, chosen, rounding)
             if rounding:
@@ -122,7 +125,7 @@ def _checked(seen, float_model, qdq, target: Path, feeds: list[dict], rounding: 
     meta = {"method": "fast", "weight_rounding": "gptq" if rounding else "nearest"}
     picks = spread(list(range(len(feeds))), CHECK_FEEDS)
     check = [feeds[i] for i in picks], [seen.outputs[i] for i in picks]
-    with ThreadPoolExecutor(1) as worker:
+    with ThreadPoolExecutor(1) as worker, beside_onnxruntime():
         # rounding writes the new W_q into qdq and seen.pairs: both candidates above are
         # already serialized
         rounded = worker.submit(_rounding_meta, seen, qdq, float_model) if rounding else None

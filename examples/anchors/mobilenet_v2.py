@@ -1,8 +1,9 @@
 """MobileNetV2 (width 1.0, 224x224, 3.5M parameters): the shape of CNN the compression-time
 target is stated for. No package here ships its ImageNet weights, so this one is for timing
 only: seeded random weights, its BatchNorm statistics then taken from the calibration photos
-(train-mode forward passes), so every activation has the spread a trained network's has.
-Its fidelity numbers say nothing about a trained MobileNetV2's.
+(train-mode forward passes), so every layer's output is normalised per channel on real
+inputs rather than growing or vanishing through the depth. The time is a real one; its
+fidelity numbers say nothing about a trained MobileNetV2's.
 
     python examples/anchors/stage_time.py mobilenetv2
 """
