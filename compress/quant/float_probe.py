@@ -31,14 +31,19 @@ def _probe(model, names: list[str]):
     return probe
 
 
-def session(model, threads: int | None = None):
+def session(model, threads: int | None = None, unoptimized: bool = False):
     """A CPU session on an in-memory model, a ModelProto or its bytes (graph
     optimisations on: a tensor that is a graph output is never fused away, so the probed
-    values are the float model's own); its threads do not spin."""
+    values are the float model's own); its threads do not spin. `unoptimized`: graph
+    optimisations off, as onnxruntime's calibrator runs the model: an optimised graph
+    (NCHWc convolutions) sums in another order, and ranges one float32 step apart give
+    other scales, so other quantized bytes than quantize_static's own calibration."""
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.log_severity_level = 3
+    if unoptimized:
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     if threads:
         options.intra_op_num_threads = threads
     # idle threads sleep instead of spinning: the caller's numpy work (the float pass's
@@ -51,17 +56,19 @@ def session(model, threads: int | None = None):
 
 
 def tensor_values(model, names: Iterable[str], feeds: Iterable[dict],
-                  threads: int | None = None) -> Iterator[dict[str, np.ndarray]]:
+                  threads: int | None = None,
+                  unoptimized: bool = False) -> Iterator[dict[str, np.ndarray]]:
     """For each feed, {name: value} of the named tensors of `model` (a ModelProto).
     Graph inputs among `names` are taken from the feed itself (ONNX does not let a
     graph input also be an output). The next feed runs while the caller works on this
-    one's values (onnxruntime lets the GIL go): two feeds' tensors are held at a time."""
+    one's values (onnxruntime lets the GIL go): two feeds' tensors are held at a time.
+    `unoptimized`: as session()."""
     from concurrent.futures import ThreadPoolExecutor
 
     names = list(dict.fromkeys(names))
     inputs = {i.name for i in model.graph.input}
     computed = [n for n in names if n not in inputs]
-    run = session(_probe(model, computed), threads) if computed else None
+    run = session(_probe(model, computed), threads, unoptimized) if computed else None
 
     def values(feed: dict, running) -> dict:
         found = dict(zip(computed, running.result())) if running else {}

@@ -1,8 +1,10 @@
 """The steps int8-static adds around onnxruntime's quantize_static: cross-layer
 equalization before it (equalize.py), activation ranges of our own (ranges.py: written
-as the calibration cache quantize_static reads), and bias correction after it, fast
-(fast_bias.py) or sequential (bias_correction.py). Measured on the conformance corpus:
-docs/int8.md."""
+as the calibration cache quantize_static reads) or onnxruntime's MinMax ranges found by
+the float pass's own run (float_pass.calibrating_pass), and after it GPTQ weight
+rounding (rounding.py) and bias correction, fast (fast_bias.py) or sequential
+(bias_correction.py), with the check that keeps the best candidate. Measured on the
+conformance corpus: docs/int8.md, docs/rounding.md."""
 from __future__ import annotations
 
 import dataclasses
@@ -57,26 +59,63 @@ def beside_onnxruntime():
     return threadpool_limits(1, user_api="blas")
 
 
-def round_and_correct(source: Path, target: Path, feeds: list[dict], config, ctx) -> dict | None:
-    """Weight rounding (config.weight_rounding) and bias correction (config.bias_method())
-    of the QDQ model at `target`, from one pass of the float model `source`; what went
-    into the artifact's meta (None when both are off)."""
+def _passes(config) -> tuple[str | None, bool, bool]:
+    """(bias method, GPTQ rounding, whether they take the one float pass)."""
     method, rounding = config.bias_method(), config.weight_rounding == "gptq"
+    return method, rounding, rounding or method in ("fast", "checked")
+
+
+def calibrating_run(source: Path, feeds: list[dict], config, cache: Path, ctx):
+    """Where the stage makes the float pass anyway and calibrates with MinMax on 8-bit
+    types: one run of the float model over the calibration feeds finds quantize_static's
+    ranges (written to `cache`, which it then reads) and takes what the pass needs that
+    does not depend on them (float_pass.calibrating_pass); onnxruntime's own
+    calibration run is not made. The run's float_pass.Calibrated, or None where the
+    stage calibrates as before. Where the ranges cannot stand for onnxruntime's
+    (Calibrated.minmax), no cache is written and quantize_static calibrates itself."""
+    method, rounding, one_pass = _passes(config)
+    if not one_pass or config.calibration != "minmax" or config.qnn \
+            or {config.activations, config.weights} - {"uint8", "int8"}:
+        return None
+    import onnx
+
+    from compress.quant.float_pass import calibrating_pass
+    from compress.quant.ranges import write_cache
+    chosen = spread(list(range(len(feeds))), config.bias_correction_samples)
+    model = onnx.load(str(source))
+    with ctx.progress.task(f"calibrating (minmax, {len(feeds)} feeds) and the float pass",
+                           len(feeds)) as advance, beside_onnxruntime():
+        found = calibrating_pass(model, feeds, chosen, os.cpu_count() or 1, hessians=rounding,
+                                 outputs=method == "checked", advance=advance)
+    ranges = found.minmax()
+    if ranges is not None:
+        write_cache(ranges, cache)
+    return found
+
+
+def round_and_correct(source: Path, target: Path, feeds: list[dict], config, ctx,
+                      known=None) -> dict | None:
+    """Weight rounding (config.weight_rounding) and bias correction (config.bias_method())
+    of the QDQ model at `target`, from one pass of the float model `source` (or what
+    calibrating_run took, `known`); what went into the artifact's meta (None when both
+    are off)."""
+    method, rounding, one_pass = _passes(config)
     if method is None and not rounding:
         return None
     chosen = spread(feeds, config.bias_correction_samples)
-    one_pass = method in ("fast", "checked")  # made from the float pass GPTQ also takes
     meta = {"weight_rounding": config.weight_rounding}
-    if rounding or one_pass:
+    if one_pass:
         import onnx
 
         from compress.quant import fast_bias
-        what = " + ".join(["GPTQ rounding"] * rounding + [f"bias correction ({method})"] * one_pass)
+        from compress.quant.float_pass import layer_pass
+        fast = method in ("fast", "checked")
+        what = " + ".join(["GPTQ rounding"] * rounding + [f"bias correction ({method})"] * fast)
         with ctx.progress.task(f"{what}, {len(chosen)} feeds", None):
             float_model, qdq = onnx.load(str(source)), onnx.load(str(target))
             with beside_onnxruntime():
-                seen = fast_bias.layer_pass(float_model, qdq, chosen, os.cpu_count() or 1,
-                                            hessians=rounding, outputs=method == "checked")
+                seen = layer_pass(float_model, qdq, chosen, os.cpu_count() or 1,
+                                  hessians=rounding, outputs=method == "checked", known=known)
             if method == "checked":
                 return _checked(seen, float_model, qdq, target, chosen, rounding)
             if rounding:

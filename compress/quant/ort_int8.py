@@ -128,7 +128,8 @@ def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple 
     once per attempt): the first call calibrates and writes it, later ones read it."""
     from onnxruntime.quantization import (CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
-    from compress.quant.int8_steps import OWN_RANGES, equalized, own_ranges, round_and_correct
+    from compress.quant.int8_steps import (OWN_RANGES, calibrating_run, equalized, own_ranges,
+                                           round_and_correct)
     data = ctx.require_dataset("calibration", "int8-static quantization")
     feeds = data.take(config.samples)
     usable = len(feeds)
@@ -144,9 +145,13 @@ def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple 
     ranges = ranges or target.parent / "calibration_ranges.json"
     calibrated = ranges.is_file()
     meta = {"calibration": config.calibration, "calibration_samples": usable}
+    known = None
     if not calibrated and config.calibration in OWN_RANGES:
         meta.update(own_ranges(source, feeds, config, ranges))
         calibrated = True
+    elif not calibrated:
+        known = calibrating_run(source, feeds, config, ranges, ctx)
+        calibrated = ranges.is_file()
     task = (contextlib.nullcontext(lambda *a, **k: None) if calibrated else
             ctx.progress.task(f"calibrating ({config.calibration}, {usable} feeds)", usable))
     with task as advance:
@@ -163,7 +168,7 @@ def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple 
                         calibration_cache_path=ranges, **more)
     if not shared:
         ranges.unlink(missing_ok=True)
-    corrected = round_and_correct(source, target, feeds, config, ctx)
+    corrected = round_and_correct(source, target, feeds, config, ctx, known)
     if equalization is not None:
         meta["equalization"] = equalization
         source.unlink()

@@ -1,5 +1,5 @@
 """Two parts of the int8-static stage timed on their own, on the same inputs each run:
-the float pass (fast_bias.layer_pass: layer input means, H for GPTQ, the float outputs
+the float pass (float_pass.layer_pass: layer input means, H for GPTQ, the float outputs
 the check compares with) over the stage's 64 feeds, and GPTQ's rounding of every layer
 (rounding.round_weights) from that pass. Medians of --repeat runs. The QDQ model they
 work on is the stage's own with rounding and correction off. Run `make anchors` first
@@ -21,7 +21,7 @@ from stage_time import SAMPLES, _subject  # noqa: E402  (puts the corpus on the 
 import compress  # noqa: E402
 from compress.checks import resolve_inputs  # noqa: E402
 from compress.data import load_dataset  # noqa: E402
-from compress.quant import fast_bias  # noqa: E402
+from compress.quant import float_pass  # noqa: E402
 from compress.quant.int8_steps import spread  # noqa: E402
 from compress.quant.rounding import round_weights  # noqa: E402
 
@@ -45,8 +45,8 @@ def measure(name: str, repeat: int) -> str:
         float_model, passes, roundings = onnx.load(str(subject.fp32)), [], []
         for _ in range(repeat):
             started = time.perf_counter()
-            seen = fast_bias.layer_pass(float_model, qdq, feeds, os.cpu_count() or 1,
-                                        hessians=True, outputs=True)
+            seen = float_pass.layer_pass(float_model, qdq, feeds, os.cpu_count() or 1,
+                                         hessians=True, outputs=True)
             passes.append(time.perf_counter() - started)
             roundings.append(round_weights(seen, copy.deepcopy(qdq), float_model).seconds)
     return (f"| {subject.name} | {len(feeds)} | {statistics.median(passes):.2f} | "

@@ -36,7 +36,7 @@ from run import OUT as CONFORMANCE, slug  # noqa: E402
 
 from compress.checks import resolve_inputs  # noqa: E402
 from compress.data import load_dataset  # noqa: E402
-from compress.quant import bias_correction, equalize, fast_bias, ranges  # noqa: E402
+from compress.quant import bias_correction, equalize, fast_bias, float_pass, ranges  # noqa: E402
 from compress.quant.onnx_prep import opset_for  # noqa: E402
 from compress.quant.ort_int8 import preprocess, quantize_static_qdq  # noqa: E402
 from compress.stages.quantize_schemes import Int8Static  # noqa: E402
@@ -182,7 +182,7 @@ def rounded(bench: Bench, base: Variant) -> list[Variant]:
     from compress.quant import rounding
     started = time.perf_counter()
     float_model, qdq = onnx.load(str(bench.prepared)), onnx.load(str(base.path))
-    seen = fast_bias.layer_pass(float_model, qdq, bench.calibration, THREADS, hessians=True)
+    seen = float_pass.layer_pass(float_model, qdq, bench.calibration, THREADS, hessians=True)
     done = rounding.round_weights(seen, qdq, float_model)
     out = [Variant(f"{base.name} + GPTQ", bench.out(slug(f"{base.name} + GPTQ")),
                    {**base.steps, "pass + GPTQ": time.perf_counter() - started},

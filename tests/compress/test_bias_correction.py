@@ -98,10 +98,12 @@ def test_the_check_scores_each_candidate_as_built_and_writes_the_kept_one(projec
 def test_sequential_correction_with_nearest_rounding_makes_no_float_pass(project, monkeypatch):
     """The one float pass serves GPTQ and the fast correction; the sequential correction
     measures for itself, so with nearest rounding the pass is not made at all."""
-    from compress.quant import fast_bias
+    from compress.quant import float_pass
     passes = []
-    real = fast_bias.layer_pass
-    monkeypatch.setattr(fast_bias, "layer_pass", lambda *a, **k: passes.append(1) or real(*a, **k))
+    for name in ("layer_pass", "calibrating_pass"):
+        real = getattr(float_pass, name)
+        monkeypatch.setattr(float_pass, name,
+                            lambda *a, real=real, **k: passes.append(1) or real(*a, **k))
     result = _int8_static(project, bias_correction="sequential", weight_rounding="nearest")
     meta = result.artifacts[-1].meta["bias_correction"]
     assert meta["method"] == "sequential" and meta["weight_rounding"] == "nearest"
@@ -135,7 +137,7 @@ def test_numpy_works_beside_onnxruntime_on_one_blas_thread(
     own (a correction asked for, no check) keeps BLAS's threads, given back after."""
     from threadpoolctl import threadpool_info
 
-    from compress.quant import fast_bias, rounding
+    from compress.quant import float_pass, rounding
 
     def blas_threads() -> list[int]:
         return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
@@ -148,12 +150,13 @@ def test_numpy_works_beside_onnxruntime_on_one_blas_thread(
             during.setdefault(name, blas_threads())
             return real(*args, **kwargs)
         monkeypatch.setattr(module, name, call)
-    recorded(fast_bias, "layer_pass")
+    recorded(float_pass, "calibrating_pass")
+    recorded(float_pass, "layer_pass")
     recorded(rounding, "round_weights")
     before = blas_threads()
     if max(before, default=1) < 2:
         pytest.skip("BLAS runs one thread here already: nothing to tell apart")
     _int8_static(project, **({"bias_correction": correction} if correction is not None else {}))
-    assert all(n == 1 for n in during["layer_pass"])
+    assert all(n == 1 for n in during["calibrating_pass"] + during["layer_pass"])
     assert during["round_weights"] == ([1] * len(before) if beside_the_check else before)
     assert blas_threads() == before

@@ -321,7 +321,7 @@ def test_quantized_input_mean_is_the_mean_of_the_dequantized_input(shape):
     """E[Q(x)] per channel as a QuantizeLinear / DequantizeLinear pair makes it, for a
     per-tensor scale and zero point stored as a scalar or as a one-element vector (numpy 2
     refuses float() on the latter)."""
-    from compress.quant.fast_bias import _quantized_mean
+    from compress.quant.float_pass import _quantized_mean
     x = np.random.default_rng(5).normal(0.3, 1.0, (2, 3, 5, 7)).astype(np.float32)
     scale, zero = np.full(shape, 0.02, np.float32), np.full(shape, 128, np.uint8)
     dequantized = (np.clip(np.round(x / scale) + 128.0, 0, 255) - 128.0) * 0.02
@@ -343,7 +343,7 @@ def test_layers_reading_one_tensor_share_its_means(tmp_path):
     from onnx import TensorProto, helper, numpy_helper
     from onnxruntime.quantization import QuantFormat, quantize_static
 
-    from compress.quant.fast_bias import _quantized_mean, layer_pass
+    from compress.quant.float_pass import _quantized_mean, layer_pass
     rng = np.random.default_rng(3)
     relu = helper.make_node("Relu", ["x"], ["r"])
     convs = [helper.make_node("Conv", ["r", f"w{k}", f"b{k}"], [f"y{k}"], name=f"conv{k}",

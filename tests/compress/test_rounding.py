@@ -9,7 +9,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from compress.quant import fast_bias, hessian, rounding
+from compress.quant import float_pass, hessian, rounding
 from tests.compress.test_int8_techniques import _outputs, _quantize, tiny  # noqa: F401
 
 
@@ -64,7 +64,7 @@ def test_rounding_changes_only_weight_integers_and_improves_fidelity(tiny, tmp_p
     is closer to the float one on feeds the rounding never saw."""
     quantized = _quantize(tiny["pre"], tmp_path / "int8.onnx", tiny["calibration"])
     float_model, qdq = onnx.load(str(tiny["pre"])), onnx.load(str(quantized))
-    seen = fast_bias.layer_pass(float_model, qdq, tiny["calibration"], hessians=True)
+    seen = float_pass.layer_pass(float_model, qdq, tiny["calibration"], hessians=True)
     report = rounding.round_weights(seen, qdq, float_model)
     assert report.layers_rounded == 8 and 0 < report.weights_changed < 0.5
     rounded = tmp_path / "rounded.onnx"
