@@ -129,6 +129,20 @@ def test_the_rounded_model_is_corrected_only_where_the_correction_won(
     assert scored == ["as quantized", "bias", rounded] and meta["kept"] == rounded
 
 
+@pytest.mark.parametrize("rounded_score, kept", [(27.3, "as quantized"), (27.6, "gptq")])
+def test_a_fitted_candidate_must_win_the_check_by_the_margin(
+        project, monkeypatch, rounded_score, kept):
+    """Rounding and correction are fitted on the feeds the check scores them on: the
+    model as quantized stays unless one of them beats it by more than FIT_MARGIN_DB."""
+    from compress.quant import int8_steps
+    made_up = {"as quantized": 27.0, "bias": 19.7}
+    monkeypatch.setattr(int8_steps, "_scores", lambda candidates, *rest: {
+        name: made_up.get(name, rounded_score) for name in candidates})
+    assert int8_steps.FIT_MARGIN_DB == 0.5
+    result = _int8_static(project)
+    assert result.artifacts[-1].meta["bias_correction"]["kept"] == kept
+
+
 @pytest.mark.parametrize("correction, beside_the_check", [(None, True), (True, False)])
 def test_numpy_works_beside_onnxruntime_on_one_blas_thread(
         project, monkeypatch, correction, beside_the_check):
