@@ -65,9 +65,10 @@ accuracy-aware: $(STAMP) examples/quickstart/digits_cnn.pt
 test: $(STAMP)
 	$(PY) -m pytest -q -m "not emulated and not remote and not runs" $(PYTEST_ARGS)
 
-# Searches killed with SIGKILL and resumed, runs kept and compared, two runs into one folder
-# at once, searches on a local Ray instance against serial ones: whole pipelines in
-# subprocesses (~5 minutes), kept out of `make test` for its 10 minutes on 2 cores
+# Searches killed with SIGKILL and resumed, runs kept, rerun, resumed and compared, two runs
+# into one folder at once, searches on a local Ray instance against serial ones, a pipeline
+# per accelerator target: whole pipelines (~7 minutes), kept out of `make test` for its
+# 10 minutes on 2 cores
 test-runs: $(STAMP)
 	$(PY) -m pytest -q -m runs $(PYTEST_ARGS)
 

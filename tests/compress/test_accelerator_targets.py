@@ -13,6 +13,10 @@ STAGES = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static"}
           {"type": "benchmark", "warmup": 1, "runs": 5, "rounds": 1}]
 
 
+# a whole pipeline per accelerator target (~55 s together): make test-runs
+pytestmark = pytest.mark.runs
+
+
 def _report(project) -> dict:
     return json.loads((project / "runs" / "t" / "report.json").read_text())
 

@@ -85,6 +85,7 @@ def test_rpi4_verdicts_are_off_target_on_this_host(finished):
     assert result.passed  # off-target does not fail without --strict
 
 
+@pytest.mark.runs  # a whole pipeline run again: make test-runs
 def test_rerun_reuses_finished_stages_and_force_redoes_them(finished):
     _, path, result = finished
     record = result.run_dir / "02-quantize" / "stage.json"
@@ -95,6 +96,7 @@ def test_rerun_reuses_finished_stages_and_force_redoes_them(finished):
     assert record.stat().st_mtime_ns != before
 
 
+@pytest.mark.runs  # a whole pipeline run again: make test-runs
 def test_tampered_or_partial_stage_output_is_not_trusted(finished):
     _, path, result = finished
     model = result.run_dir / "02-quantize" / "model.onnx"

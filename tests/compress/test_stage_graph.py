@@ -49,6 +49,7 @@ def test_a_tflite_source_connects_to_quantize_and_not_to_export(project):
         parse_pipeline(pipeline_dict(model=model, stages=[{"type": "export.tflite"}, FAST]))
 
 
+@pytest.mark.runs  # a whole pipeline run again: make test-runs
 def test_a_failed_stage_keeps_the_finished_ones_and_the_rerun_resumes(project):
     # int8-dynamic on a CNN stops at stage 2 (ConvInteger is slow): export.onnx is done
     stages = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-dynamic"}, FAST]
