@@ -133,6 +133,7 @@ class Calibrated:
     hessians: dict
     outputs: list | None
     float32: bool = True    # every calibrated tensor was (a float16 one ranges in float16)
+    chosen: list = field(default_factory=list)  # indices of the feeds the pass took
 
     def minmax(self) -> dict | None:
         """{tensor: (lowest, highest)} as onnxruntime's MinMax calibration finds them,
@@ -254,7 +255,7 @@ def calibrating_pass(float_model, feeds: list[dict], chosen: list[int],
     ends = [o.name for o in float_model.graph.output] if outputs else []
     inputs = list(dict.fromkeys(n.input[0] for n in layers))
     found = Calibrated(stats, {}, {n.output[0]: h for n, h in zip(layers, held)},
-                       [] if outputs else None)
+                       [] if outputs else None, chosen=list(chosen))
     picked = set(chosen)
     # unoptimized as onnxruntime's calibrator runs it: the same ranges to the bit, so
     # the same quantized file as quantize_static calibrating for itself

@@ -110,7 +110,10 @@ def round_and_correct(source: Path, target: Path, feeds: list[dict], config, ctx
     method, rounding, one_pass = _passes(config)
     if method is None and not rounding:
         return None
-    chosen = spread(feeds, config.bias_correction_samples)
+    # the calibrating run took its statistics on these feeds: the quantized means must be
+    # taken on the same ones
+    chosen = ([feeds[i] for i in known.chosen] if known is not None
+              else spread(feeds, config.bias_correction_samples))
     meta = {"weight_rounding": config.weight_rounding}
     if one_pass:
         import onnx

@@ -57,6 +57,7 @@ def test_the_pass_from_the_calibrating_run_equals_a_pass_of_its_own(tiny, tmp_pa
     chosen = [feeds[i] for i in indices]
     own = float_pass.layer_pass(model, qdq, chosen, hessians=True, outputs=True)
     known = float_pass.calibrating_pass(model, feeds, indices, hessians=True, outputs=True)
+    assert known.chosen == indices  # round_and_correct takes the quantized means on these
     taken = float_pass.layer_pass(model, qdq, chosen, hessians=True, outputs=True, known=known)
     assert len(taken.pairs) == len(own.pairs) == 8 and taken.skipped == own.skipped
     for a, b in [*zip(taken.plain, own.plain), *zip(taken.quantized, own.quantized)]:
