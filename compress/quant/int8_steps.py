@@ -207,3 +207,55 @@ def _scores(candidates: dict[str, bytes], feeds: list[dict], reference: list) ->
         outputs = [run.run(None, feed) for feed in feeds]
         scores[name] = round(feed_fidelity(outputs, reference)["sqnr_db"], 2)
     return scores
+
+
+def swish_equalized(source: Path, target: Path, feeds: list[dict], config, ctx) -> dict | None:
+    """Channel equalization through hard-swish into depthwise convolutions
+    (swish_equalize.py) on the QDQ model at `target`: per-channel ranges from one float
+    run over the pass's feeds, whose outputs also score the file before and after on
+    CHECK_FEEDS of them. Unset, the equalized file is kept where it beats the other by
+    FIT_MARGIN_DB (its ranges come from these feeds); true: always. None where off or
+    where the model has no such site."""
+    if config.equalize_hard_swish is False or config.symmetric_activations or config.qnn:
+        return None  # widening the product's range moves its zero point
+    import onnx
+
+    from compress.quant import swish_equalize
+    qdq = onnx.load(str(target))
+    sites = swish_equalize.find_sites(qdq)
+    if not sites:
+        return None
+    chosen = spread(feeds, config.bias_correction_samples)
+    float_model = onnx.load(str(source))
+    with ctx.progress.task(f"hard-swish equalization ({len(sites)} sites, {len(chosen)} "
+                           "feeds)", None):
+        ranges, outputs = _channel_ranges(float_model, [n for s in sites for n in (s.x, s.y)],
+                                          chosen)
+        before = qdq.SerializeToString()
+        meta = swish_equalize.equalize(qdq, ranges)
+        candidates = {"as is": before, "equalized": qdq.SerializeToString()}
+        picks = spread(list(range(len(chosen))), CHECK_FEEDS)
+        scores = (_scores(candidates, [chosen[i] for i in picks], [outputs[i] for i in picks])
+                  if config.equalize_hard_swish is None else {})
+    kept = config.equalize_hard_swish or scores["equalized"] > scores["as is"] + FIT_MARGIN_DB
+    if kept:
+        target.write_bytes(candidates["equalized"])
+    return {**meta, "kept": bool(kept), **({"calibration_sqnr_db": scores} if scores else {})}
+
+
+def _channel_ranges(float_model, names: list[str], feeds: list[dict]) -> tuple[dict, list]:
+    """{tensor: (per-channel lowest, per-channel highest)} over `feeds`, and the float
+    model's outputs on each feed, from one run."""
+    from compress.quant.float_probe import tensor_values
+    outputs = [o.name for o in float_model.graph.output]
+    ranges, found = {}, []
+    for values in tensor_values(float_model, names + outputs, feeds, os.cpu_count() or 1):
+        found.append([values[name] for name in outputs])
+        for name in names:
+            value = values[name]
+            axes = tuple(i for i in range(value.ndim) if i != 1)
+            low, high = value.min(axis=axes), value.max(axis=axes)
+            if name in ranges:
+                low, high = np.minimum(ranges[name][0], low), np.maximum(ranges[name][1], high)
+            ranges[name] = (low, high)
+    return ranges, found

@@ -129,7 +129,7 @@ def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple 
     from onnxruntime.quantization import (CalibrationMethod, QuantFormat, QuantType,
                                           quantize_static)
     from compress.quant.int8_steps import (OWN_RANGES, calibrating_run, equalized, own_ranges,
-                                           round_and_correct)
+                                           round_and_correct, swish_equalized)
     data = ctx.require_dataset("calibration", "int8-static quantization")
     feeds = data.take(config.samples)
     usable = len(feeds)
@@ -169,6 +169,9 @@ def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple 
     if not shared:
         ranges.unlink(missing_ok=True)
     corrected = round_and_correct(source, target, feeds, config, ctx, known)
+    swish = swish_equalized(source, target, feeds, config, ctx)
+    if swish is not None:
+        meta["hard_swish_equalization"] = swish
     if equalization is not None:
         meta["equalization"] = equalization
         source.unlink()

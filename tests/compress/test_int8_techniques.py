@@ -28,13 +28,11 @@ def _tiny_mobilenet():
                          nn.Linear(64, 10))
 
 
-@pytest.fixture(scope="module")
-def tiny(tmp_path_factory):
-    """The CNN trained briefly on 1,400 digits, exported twice (BatchNormalization folded
-    by the exporter, and kept), pre-processed as int8-static does; calibration and
-    evaluation feeds from the digits it was not trained on."""
+def train_on_digits(build, epochs: int = 4, between=None):
+    """The model `build()` makes (seeded) trained on the first 1,400 digits, in eval
+    mode, and every digit as [N, 1, 8, 8] in [0, 1]. `between(model)`: a change made
+    after `epochs`, then two more epochs."""
     import torch
-    from onnxruntime.quantization.shape_inference import quant_pre_process
     from sklearn.datasets import load_digits
 
     torch.manual_seed(0)
@@ -42,14 +40,27 @@ def tiny(tmp_path_factory):
     digits = load_digits()
     images = (digits.images / 16.0).astype(np.float32)[:, None]
     x, y = torch.from_numpy(images[:1400]), torch.from_numpy(digits.target[:1400])
-    model = _tiny_mobilenet()
+    model = build()
     optimizer = torch.optim.Adam(model.parameters(), lr=3e-3)
-    for _ in range(4):
+    for epoch in range(epochs + 2 * (between is not None)):
+        if epoch == epochs:
+            between(model)
         for batch in torch.randperm(len(x)).split(64):
             optimizer.zero_grad()
             torch.nn.functional.cross_entropy(model(x[batch]), y[batch]).backward()
             optimizer.step()
-    model.eval()
+    return model.eval(), images
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """The CNN trained briefly on 1,400 digits, exported twice (BatchNormalization folded
+    by the exporter, and kept), pre-processed as int8-static does; calibration and
+    evaluation feeds from the digits it was not trained on."""
+    import torch
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+
+    model, images = train_on_digits(_tiny_mobilenet)
     folder = tmp_path_factory.mktemp("tiny")
     example, common = (torch.zeros(1, 1, 8, 8),), dict(input_names=["image"], dynamo=False)
     torch.onnx.export(model, example, str(folder / "tiny.onnx"), **common)

@@ -1,0 +1,325 @@
+"""Channel equalization through hard-swish into a depthwise convolution, in onnxruntime's
+integer layout (every op still fuses: QLinearConv, QLinearMul).
+
+Why: in MobileNetV3-style networks a pointwise convolution feeds hard-swish, whose
+output feeds a depthwise convolution. That output's channels span very different ranges
+(the orientation classifier: 10-60x between a tensor's widest and narrowest channels),
+and one uint8 scale per tensor leaves the narrow ones a few levels. NNCF quantizes the
+depthwise inputs per channel, which QLinearConv cannot take: none of its convolutions
+fuse and its file runs at a quarter of FP32's speed (docs/rounding.md). Cross-layer
+equalization cannot help either: hard-swish does not commute with a scale.
+
+Here the scale goes around it. With s > 0 per channel:
+
+    x' = s * x          the producer's output channels scaled: its weights' per-channel
+                        scales and its bias scale times s (the same integers)
+    g  = clip(a/s * x' + b, 0, 1) = hardsigmoid(x)
+                        a depthwise 1x1 convolution on x' (one weight per channel, so
+                        int8 per channel holds a/s exactly: 127 times its scale)
+    y' = x' * g = s * hardswish(x)
+    depthwise convolution with weights / s (its per-channel scales; the bias integers
+    times s, the same real bias)
+
+s is as large as the producer's output range and the depthwise input's high end allow
+for the channel's calibration extremes, divided by HEADROOM. The producer's quantizer
+keeps its range; the product's low end is widened to s times the channels' lows
+(hard-swish's negative dip, down to -0.375, would otherwise be clipped: 22 dB of the
+orientation classifier's output SQNR at HEADROOM 2). The narrow channels get up to s times
+finer steps at the depthwise input and at x'.
+
+Both forms of hard-swish are taken: x * HardSigmoid(x) (quantize_static leaves the
+HardSigmoid in float between a DequantizeLinear and a QuantizeLinear) and the HardSwish
+op (in float between the two: it becomes the gate and a Mul here, quantized).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from compress.quant.qdq_nodes import array, attr
+
+# A channel's calibration extremes are scaled to at most 1/HEADROOM of the tensor's
+# range: values past them on other inputs are clipped. On the orientation classifier
+# (the corpus' one model with these sites; 288 evaluation feeds, docs/rounding.md) the
+# logits' SQNR was 32.4, 32.8, 31.8, 31.0, 30.4 and 29.2 dB with 1, 1.5, 2, 3, 4 and 8
+# (by hand's 25.3, NNCF's 29.6): 2 leaves twice the calibration extremes' room for 1 dB.
+HEADROOM = 2.0
+MAX_SCALE = 64.0          # past this the narrowest channels are noise anyway
+_INT32 = 2 ** 31 - 1
+
+
+@dataclass(frozen=True)
+class Site:
+    producer: object      # the Conv whose output is x
+    x_q: object           # its QuantizeLinear
+    x_dq: object          # the DequantizeLinear the product reads x' from
+    gate: object | None   # the HardSigmoid of x * HardSigmoid(x); None for a HardSwish op
+    act: object           # the Mul, or the HardSwish op
+    y_q: object           # the product's QuantizeLinear
+    depthwise: tuple      # the depthwise Convs reading the product
+
+    @property
+    def x(self) -> str:
+        return self.producer.output[0]
+
+    @property
+    def y(self) -> str:
+        return self.act.output[0]
+
+
+class _Graph:
+    def __init__(self, model):
+        self.model, self.graph = model, model.graph
+        self.inits = {i.name: i for i in self.graph.initializer}
+        self.producer = {o: n for n in self.graph.node for o in n.output}
+        self.users: dict[str, list] = {}
+        for node in self.graph.node:
+            for name in node.input:
+                self.users.setdefault(name, []).append(node)
+
+    def made_by(self, name: str, op: str):
+        node = self.producer.get(name)
+        return node if node is not None and node.op_type == op else None
+
+    def only_user(self, name: str, op: str):
+        users = self.users.get(name, [])
+        return users[0] if len(users) == 1 and users[0].op_type == op else None
+
+    def value(self, name: str) -> np.ndarray:
+        return array(self.inits, name)
+
+    def add(self, value: np.ndarray, base: str) -> str:
+        from onnx import numpy_helper
+        name, k = base, 0
+        while name in self.inits:
+            k += 1
+            name = f"{base}_{k}"
+        tensor = numpy_helper.from_array(value, name)
+        self.graph.initializer.append(tensor)
+        self.inits[name] = tensor
+        return name
+
+
+def _const_dq(g: _Graph, name: str):
+    node = g.made_by(name, "DequantizeLinear")
+    return node if node is not None and node.input[0] in g.inits else None
+
+
+def _per_channel_conv(g: _Graph, node, channels: int) -> bool:
+    """A Conv whose weight is int8 with one scale per output channel."""
+    weight = _const_dq(g, node.input[1]) if len(node.input) > 1 else None
+    return (weight is not None and g.value(weight.input[1]).size == channels
+            and attr(weight, "axis", 1) == 0)
+
+
+def _depthwise(g: _Graph, node, channels: int) -> bool:
+    weight = _const_dq(g, node.input[1]) if len(node.input) > 1 else None
+    return (node.op_type == "Conv" and attr(node, "group", 1) == channels
+            and weight is not None and g.value(weight.input[0]).shape[:2] == (channels, 1)
+            and _per_channel_conv(g, node, channels))
+
+
+def _activation(g: _Graph, y_q):
+    """(gate, act, x_dq) of the hard-swish producing y_q's input, or None."""
+    act = g.producer.get(y_q.input[0])
+    if act is None or len(g.users.get(act.output[0], [])) != 1:
+        return None
+    if act.op_type == "HardSwish":
+        x_dq = g.made_by(act.input[0], "DequantizeLinear")
+        return (None, act, x_dq) if x_dq is not None else None
+    if act.op_type != "Mul":
+        return None
+    for i in (0, 1):
+        g_dq = g.made_by(act.input[i], "DequantizeLinear")
+        g_q = g_dq and g.made_by(g_dq.input[0], "QuantizeLinear")
+        gate = g_q and g.made_by(g_q.input[0], "HardSigmoid")
+        x_dq = g.made_by(act.input[1 - i], "DequantizeLinear")
+        gate_in = gate and g.made_by(gate.input[0], "DequantizeLinear")
+        if gate_in is not None and x_dq is not None and gate_in.input[0] == x_dq.input[0]:
+            return gate, act, x_dq
+    return None
+
+
+def find_sites(model) -> list[Site]:
+    """Every producer Conv -> hard-swish -> depthwise Conv(s) that can be equalized:
+    x and the product used nowhere else, per-channel int8 weights on both convolutions."""
+    g, sites = _Graph(model), []
+    for y_q in (n for n in g.graph.node if n.op_type == "QuantizeLinear"):
+        found = _activation(g, y_q)
+        if found is None:
+            continue
+        gate, act, x_dq = found
+        x_q = g.made_by(x_dq.input[0], "QuantizeLinear")
+        producer = x_q and g.made_by(x_q.input[0], "Conv")
+        if producer is None or len(g.users.get(producer.output[0], [])) != 1:
+            continue
+        channels = g.value(_const_dq(g, producer.input[1]).input[0]).shape[0] \
+            if _const_dq(g, producer.input[1]) is not None else 0
+        readers = [n for dq in g.users.get(y_q.output[0], []) for n in g.users.get(dq.output[0], [])]
+        x_readers = {id(n) for dq in g.users.get(x_q.output[0], [])
+                     for n in g.users.get(dq.output[0], [])}
+        if (channels and _per_channel_conv(g, producer, channels)
+                and x_readers <= {id(act), id(gate)}
+                and all(dq.op_type == "DequantizeLinear" for dq in g.users[y_q.output[0]])
+                and readers and all(_depthwise(g, n, channels) for n in readers)):
+            sites.append(Site(producer, x_q, x_dq, gate, act, y_q, tuple(readers)))
+    return sites
+
+
+def _bounds(g: _Graph, q) -> tuple[float, float]:
+    """The real range a QuantizeLinear (per tensor) can hold."""
+    zero = g.value(q.input[2]) if len(q.input) > 2 and q.input[2] else np.uint8(0)
+    info, scale = np.iinfo(zero.dtype), float(g.value(q.input[1]))
+    return (info.min - int(zero)) * scale, (info.max - int(zero)) * scale
+
+
+def _gate_fits(g: _Graph, site: Site) -> bool:
+    """The gate's quantizer saturates at 0 and at most 1: it stands for hard-sigmoid's
+    clip, which the 1x1 convolution leaves out (a float Clip would stop the fusion)."""
+    if site.gate is None:
+        return True  # its quantizer is made here, over [0, 1]
+    low, high = _bounds(g, g.users[site.gate.output[0]][0])
+    return abs(low) < 1e-9 and high <= 1.0 + 1e-6
+
+
+def scales(g: _Graph, site: Site, ranges: dict) -> np.ndarray:
+    """s per channel: the channel's calibration extremes scaled to at most 1/HEADROOM of
+    both quantizers' ranges (x' and the product), between 1 and MAX_SCALE, and small
+    enough that the depthwise biases' integers stay int32."""
+    (x_low, x_high), (_, y_high) = _bounds(g, site.x_q), _bounds(g, site.y_q)
+    # the product's low end is widened to take s times the channels' lows (_widen)
+    low, high = (np.asarray(v, np.float64) for v in ranges[site.x])
+    product = np.asarray(ranges[site.y][1], np.float64)
+    limit = np.full(low.shape, np.inf)
+    for room, extreme in ((x_high, high), (x_low, low), (y_high, product)):
+        np.minimum(limit, np.divide(room, extreme, out=np.full(low.shape, np.inf),
+                                    where=extreme * room > 0), out=limit)
+    s = np.clip(limit / HEADROOM, 1.0, MAX_SCALE)
+    for conv in site.depthwise:
+        bias = _const_dq(g, conv.input[2]) if len(conv.input) > 2 else None
+        if bias is not None:
+            largest = np.abs(g.value(bias.input[0]).astype(np.float64))
+            np.minimum(s, (_INT32 // 2) / np.maximum(largest, 1.0), out=s)
+    return np.maximum(s, 1.0)
+
+
+def _rescale(g: _Graph, conv, factor: np.ndarray) -> None:
+    """Scale a Conv's output channels by `factor`: its weights' per-channel scales and
+    its bias (an int32 bias keeps its integers: their scale, input scale x weight scale,
+    follows the weights')."""
+    weight = _const_dq(g, conv.input[1])
+    scale = g.value(weight.input[1]).astype(np.float64)
+    weight.input[1] = g.add((scale * factor).astype(np.float32), weight.input[1] + "_eq")
+    if len(conv.input) < 3 or not conv.input[2]:
+        return
+    bias = _const_dq(g, conv.input[2])
+    if bias is not None:  # the int32 bias's scale is input scale x weight scale
+        old = g.value(bias.input[1]).astype(np.float64)
+        bias.input[1] = g.add((old * factor).astype(np.float32), bias.input[1] + "_eq")
+    elif conv.input[2] in g.inits:
+        b = g.value(conv.input[2]).astype(np.float64)
+        conv.input[2] = g.add((b * factor).astype(np.float32), conv.input[2] + "_eq")
+
+
+def _divide_inputs(g: _Graph, conv, s: np.ndarray, widened: float) -> None:
+    """A depthwise Conv reading s times its input, quantized with a scale `widened`
+    times the old one: weights / s, the same real bias (int32, its scale following the
+    input's and the weights')."""
+    weight = _const_dq(g, conv.input[1])
+    scale = g.value(weight.input[1]).astype(np.float64)
+    weight.input[1] = g.add((scale / s).astype(np.float32), weight.input[1] + "_eq")
+    bias = _const_dq(g, conv.input[2]) if len(conv.input) > 2 and conv.input[2] else None
+    if bias is not None:
+        old = g.value(bias.input[1]).astype(np.float64)
+        new = (old / s * widened).astype(np.float32)
+        real = g.value(bias.input[0]).astype(np.float64) * old
+        bias.input[0] = g.add(np.rint(real / new).astype(np.int32), bias.input[0] + "_eq")
+        bias.input[1] = g.add(new, bias.input[1] + "_eq")
+
+
+def _widen(g: _Graph, site: Site, low: float) -> float:
+    """The product's quantizer (and its DequantizeLinears) over [low, its old high],
+    as onnxruntime computes scale and zero point; the new scale over the old."""
+    old_low, high = _bounds(g, site.y_q)
+    if low >= old_low:
+        return 1.0
+    zero_type, old_scale = g.value(site.y_q.input[2]).dtype, float(g.value(site.y_q.input[1]))
+    info = np.iinfo(zero_type)
+    scale = (high - low) / (info.max - info.min)
+    point = np.array(np.rint(info.min - low / scale), zero_type)
+    names = (g.add(np.array(scale, np.float32), site.y_q.input[1] + "_eq"),
+             g.add(point, site.y_q.input[2] + "_eq"))
+    for node in [site.y_q, *g.users[site.y_q.output[0]]]:
+        node.input[1], node.input[2] = names
+    return scale / old_scale
+
+
+def _gate(g: _Graph, site: Site, s: np.ndarray, out: str) -> list:
+    """hard-sigmoid(x) = clip(alpha/s * x' + beta, 0, 1) as a quantized depthwise 1x1
+    Conv on x' writing `out` (the clip is the gate quantizer's saturation)."""
+    from onnx import helper
+    alpha, beta = ((attr(site.gate, "alpha", 0.2), attr(site.gate, "beta", 0.5))
+                   if site.gate is not None else (1 / 6, 0.5))
+    channels, base = len(s), out + "_gate"
+    w_scale = (alpha / s / 127.0).astype(np.float32)  # one weight a channel: 127 x scale
+    x_scale = float(g.value(site.x_dq.input[1]))
+    b_scale = (x_scale * w_scale.astype(np.float64)).astype(np.float32)
+    weight = helper.make_node("DequantizeLinear", [
+        g.add(np.full((channels, 1, 1, 1), 127, np.int8), base + "_w_int8"),
+        g.add(w_scale, base + "_w_scale"), g.add(np.zeros(channels, np.int8), base + "_w_zero")],
+        [base + "_w"], name=base + "_w_dq", axis=0)
+    bias = helper.make_node("DequantizeLinear", [
+        g.add(np.rint(beta / b_scale.astype(np.float64)).astype(np.int32), base + "_b_int32"),
+        g.add(b_scale, base + "_b_scale"), g.add(np.zeros(channels, np.int32), base + "_b_zero")],
+        [base + "_b"], name=base + "_b_dq", axis=0)
+    conv = helper.make_node("Conv", [site.x_dq.output[0], weight.output[0], bias.output[0]],
+                            [out], name=base, group=channels, kernel_shape=[1, 1])
+    return [weight, bias, conv]
+
+
+def _product(g: _Graph, site: Site, gate: str) -> list:
+    """For a HardSwish op: the gate's quantizer over [0, 1] and x' times the gate,
+    writing the op's output."""
+    from onnx import helper
+    zero = g.value(site.x_q.input[2]) if len(site.x_q.input) > 2 and site.x_q.input[2] \
+        else np.uint8(0)
+    info, base = np.iinfo(zero.dtype), site.y + "_gate"
+    scale = g.add(np.array(1.0 / (info.max - info.min), np.float32), base + "_scale")
+    point = g.add(np.array(info.min, zero.dtype), base + "_zero")
+    return [helper.make_node("QuantizeLinear", [gate, scale, point], [base + "_q"],
+                             name=base + "_q"),
+            helper.make_node("DequantizeLinear", [base + "_q", scale, point], [base + "_dq"],
+                             name=base + "_dq"),
+            helper.make_node("Mul", [site.x_dq.output[0], base + "_dq"], [site.y],
+                             name=site.act.name or base + "_mul")]
+
+
+def _equalize_site(g: _Graph, site: Site, s: np.ndarray, product_low: np.ndarray) -> None:
+    _rescale(g, site.producer, s)
+    widened = _widen(g, site, float(np.min(s * np.minimum(product_low, 0.0))))
+    for conv in site.depthwise:
+        _divide_inputs(g, conv, s, widened)
+    old = site.gate if site.gate is not None else site.act
+    at = list(g.graph.node).index(old)
+    gate_out = site.gate.output[0] if site.gate is not None else site.y + "_gate_float"
+    new = _gate(g, site, s, gate_out) + ([] if site.gate is not None else _product(g, site, gate_out))
+    g.graph.node.remove(old)
+    for offset, node in enumerate(new):
+        g.graph.node.insert(at + offset, node)
+
+
+def equalize(model, ranges: dict) -> dict:
+    """Equalize every site of `model` (a QDQ ModelProto, rewritten in place) whose
+    x and product have per-channel (low, high) in `ranges`; a summary."""
+    g = _Graph(model)
+    sites = [site for site in find_sites(model) if _gate_fits(g, site)
+             and site.x in ranges and site.y in ranges]
+    applied = []
+    for site in sites:
+        s = scales(g, site, ranges)
+        _equalize_site(g, site, s, np.asarray(ranges[site.y][0], np.float64))
+        applied.append(s)
+    return {"sites": len(applied),
+            "scale_median": round(float(np.median(np.concatenate(applied))), 3) if applied else None,
+            "scale_max": round(float(max(a.max() for a in applied)), 3) if applied else None}
