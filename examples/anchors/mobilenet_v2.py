@@ -51,10 +51,11 @@ def architecture(classes: int = 1000) -> nn.Module:
                          nn.Linear(1280, classes))
 
 
-def build(images: np.ndarray, seed: int = 0) -> nn.Module:
-    """Seeded weights; BatchNorm running statistics from `images` (N, 3, 224, 224)."""
+def build(images: np.ndarray, seed: int = 0, make=architecture) -> nn.Module:
+    """`make()`'s network (this one by default) with seeded weights; BatchNorm running
+    statistics from `images` (N, 3, 224, 224)."""
     torch.manual_seed(seed)
-    model = architecture()
+    model = make()
     for module in model.modules():  # the published initialisation
         if isinstance(module, nn.Conv2d):
             nn.init.kaiming_normal_(module.weight, mode="fan_out")
@@ -71,14 +72,15 @@ def build(images: np.ndarray, seed: int = 0) -> nn.Module:
     return model.eval()
 
 
-def fp32_onnx(images: np.ndarray, output: Path) -> Path:
+def fp32_onnx(images: np.ndarray, output: Path, make=architecture,
+              name: str = "mobilenet-v2") -> Path:
     """The FP32 ONNX file, exported by the pipeline's own export.onnx stage (defaults) into
     `output`; the same seed and photos give the same file, so a second call reuses it."""
     import compress
 
     pipeline = compress.pipeline(
-        name="mobilenet-v2", output=str(output),
-        model={"torch": lambda: build(images), "inputs": [{"name": "images",
+        name=name, output=str(output),
+        model={"torch": lambda: build(images, make=make), "inputs": [{"name": "images",
                                                            "shape": [1, 3, 224, 224]}]},
         stages=[{"type": "export.onnx", "name": "fp32"}])
     result = compress.run(pipeline, quiet=True)

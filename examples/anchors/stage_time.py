@@ -8,6 +8,7 @@ on the evaluation feeds (output SQNR, top-1 agreement for the classifiers). Run
     python examples/anchors/stage_time.py --set bias_correction_samples=128 efficientnet
     python examples/anchors/stage_time.py --weights-only efficientnet
     python examples/anchors/stage_time.py mobilenetv2   # timing only: mobilenet_v2.py
+    python examples/anchors/stage_time.py mobilenetv3   # timing only: mobilenet_v3.py
 
 `--weights-only`: instead, the FP32 model with only its Conv/Gemm weights rounded to
 nearest int8 per output channel (symmetric, as quantize_static rounds them) and its
@@ -42,16 +43,22 @@ class Subject:
     fp32: Path
 
 
+# networks of published layouts with random weights, for timing (their modules here)
+RANDOM = {"mobilenetv2": ("mobilenet_v2", "MobileNetV2"),
+          "mobilenetv3": ("mobilenet_v3", "MobileNetV3-Large")}
+
+
 def _subject(name: str) -> Subject:
-    """The anchor whose name contains `name` and its FP32 ONNX file; or, for `mobilenetv2`,
-    a MobileNetV2 for timing only (random weights: mobilenet_v2.py) on EfficientNet-Lite0's
-    photos."""
-    if name.lower().replace("-", "") == "mobilenetv2":
-        import mobilenet_v2
+    """The anchor whose name contains `name` and its FP32 ONNX file; or, for `mobilenetv2`
+    and `mobilenetv3`, that network for timing only (random weights: mobilenet_v2.py,
+    mobilenet_v3.py) on EfficientNet-Lite0's photos."""
+    if name.lower().replace("-", "") in RANDOM:
+        import importlib
+        module, label = RANDOM[name.lower().replace("-", "")]
         data = _subject("efficientnet").data
-        fp32 = mobilenet_v2.fp32_onnx(data["calibration"]()["images"],
-                                      OUT.parent / "anchors" / "mobilenet-v2")
-        return Subject("MobileNetV2, random weights (time only)", data, True, fp32)
+        fp32 = importlib.import_module(module).fp32_onnx(
+            data["calibration"]()["images"], OUT.parent / "anchors" / module.replace("_", "-"))
+        return Subject(f"{label}, random weights (time only)", data, True, fp32)
     anchor = next(a for a in ANCHORS if name.lower() in a.entry.lower())
     entry = anchor.corpus
     return Subject(entry.name, entry.data(), anchor.classifier,

@@ -1,0 +1,132 @@
+"""Hard-swish equalization (compress/quant/swish_equalize.py) on the text orientation
+classifier, the corpus' one network with hard-swish into depthwise convolutions: by
+hand's quantize_static file equalized with several HEADROOMs, beside by hand's and
+NNCF's files (from `make anchors`), judged on the corpus' 64 evaluation feeds and on a
+larger set of 288 (70 paragraphs of other prose per turn: at 64 feeds four photos of
+handwriting the model hesitates on weigh on the output SQNR), the logits (the softmax's
+input) as well as the probabilities; then by hand's file and the default's timed in
+turns in this process (batch 1, 2 threads).
+
+    python examples/anchors/hard_swish.py [--headroom 1 1.5 2 3 4 8]
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from run import OUT, SAMPLES, conformance  # noqa: E402,F401  (puts the corpus on the path)
+from stage_time import _subject  # noqa: E402
+
+import compress  # noqa: E402
+from by_hand import quantize_by_hand  # noqa: E402
+from compress.checks import resolve_inputs  # noqa: E402
+from compress.data import load_dataset  # noqa: E402
+from compress.quant import swish_equalize  # noqa: E402
+from compress.quant.int8_steps import _channel_ranges  # noqa: E402
+
+LARGER_PROSE = ("argparse", "csv", "heapq", "collections", "functools", "itertools", "os",
+                "re", "typing", "logging", "subprocess", "pathlib", "inspect", "asyncio",
+                "email", "http.client")
+
+
+def _larger_evaluation() -> list[dict]:
+    import text_orientation as t
+    saved = t.PARAGRAPHS, t.EVAL_PROSE
+    t.PARAGRAPHS, t.EVAL_PROSE = 70, LARGER_PROSE
+    try:
+        return t.evaluation()
+    finally:
+        t.PARAGRAPHS, t.EVAL_PROSE = saved
+
+
+def _outputs(path, feeds: list[dict]) -> tuple[np.ndarray, np.ndarray]:
+    """(logits, probabilities) of the first row of every feed (its rows are copies)."""
+    import onnx
+
+    from compress.quant.float_probe import tensor_values
+    model = onnx.load(str(path))
+    softmax = next(n for n in model.graph.node if n.op_type == "Softmax")
+    logits, probabilities = softmax.input[0], model.graph.output[0].name
+    rows = list(tensor_values(model, [logits, probabilities], feeds))
+    return tuple(np.concatenate([r[name][:1] for r in rows]) for name in (logits, probabilities))
+
+
+def _sqnr(got: np.ndarray, want: np.ndarray) -> float:
+    return float(10 * np.log10((want ** 2).sum() / ((got - want) ** 2).sum()))
+
+
+def _row(label: str, path, sets: dict, references: dict) -> str:
+    cells = []
+    for name, feeds in sets.items():
+        logits, probabilities = _outputs(path, feeds)
+        want_logits, want_probabilities = references[name]
+        agree = (probabilities.argmax(1) == want_probabilities.argmax(1)).mean()
+        cells += [f"{_sqnr(logits, want_logits):.1f}", f"{_sqnr(probabilities, want_probabilities):.1f}",
+                  f"{agree:.3f}"]
+    return f"| {label} | " + " | ".join(cells) + " |"
+
+
+def _p50s(paths: dict, feed: dict, rounds: int = 200) -> dict:
+    from compress.quant.float_probe import session
+    sessions = {label: session(open(path, "rb").read(), 2) for label, path in paths.items()}
+    times = {label: [] for label in paths}
+    for _ in range(rounds):
+        for label, run in sessions.items():
+            started = time.perf_counter()
+            run.run(None, feed)
+            times[label].append(time.perf_counter() - started)
+    return {label: statistics.median(t[rounds // 10:]) * 1000 for label, t in times.items()}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--headroom", nargs="+", type=float, default=[1, 1.5, 2, 3, 4, 8])
+    args = parser.parse_args()
+    import onnx
+    subject = _subject("orientation")
+    pipeline = compress.pipeline(name="hard-swish", output=tempfile.gettempdir(),
+                                 model={"onnx": str(subject.fp32)}, data=subject.data,
+                                 stages=[{"type": "quantize", "scheme": "int8-static"}])
+    resolved = resolve_inputs(pipeline)
+    calibration = load_dataset(resolved, "calibration", resolved.model.inputs).take(SAMPLES)
+    sets = {"64": list(load_dataset(resolved, "evaluation", resolved.model.inputs).feeds),
+            "288": _larger_evaluation()}
+    references = {name: _outputs(subject.fp32, feeds) for name, feeds in sets.items()}
+    with tempfile.TemporaryDirectory() as folder:
+        by_hand = Path(folder) / "by_hand.onnx"
+        quantize_by_hand(subject.fp32, calibration, by_hand)
+        qdq = onnx.load(str(by_hand))
+        sites = swish_equalize.find_sites(qdq)
+        # the pre-processed float model's tensor names are the float file's
+        ranges, _ = _channel_ranges(onnx.load(str(subject.fp32)),
+                                    [n for s in sites for n in (s.x, s.y)], calibration)
+        files = {"by hand (quantize_static)": by_hand}
+        nncf = OUT / conformance.slug(subject.name) / "nncf.onnx"
+        if nncf.is_file():
+            files["NNCF (make anchors)"] = nncf
+        default = swish_equalize.HEADROOM
+        for headroom in sorted({*args.headroom, default}):
+            swish_equalize.HEADROOM, model = headroom, onnx.load(str(by_hand))
+            report = swish_equalize.equalize(model, ranges)
+            files[f"equalized, HEADROOM {headroom:g} (s median {report['scale_median']}, "
+                  f"max {report['scale_max']})"] = path = Path(folder) / f"h{headroom:g}.onnx"
+            onnx.save(model, str(path))
+        print(f"{len(sites)} sites\n\n| file | logits dB (64) | probabilities dB (64) | top-1 (64) "
+              "| logits dB (288) | probabilities dB (288) | top-1 (288) |\n|---|" + "---:|" * 6)
+        for label, path in files.items():
+            print(_row(label, path, sets, references), flush=True)
+        swish_equalize.HEADROOM = default
+        p50 = _p50s({"by hand": by_hand, "equalized": Path(folder) / f"h{default:g}.onnx"},
+                    {k: v[:1] for k, v in sets["64"][0].items()})
+    print(f"\np50, batch 1, 2 threads, in turns: by hand {p50['by hand']:.2f} ms, equalized "
+          f"(HEADROOM {default:g}) {p50['equalized']:.2f} ms: "
+          f"{p50['equalized'] / p50['by hand']:.3f}x")
+
+
+if __name__ == "__main__":
+    main()
