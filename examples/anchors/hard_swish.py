@@ -8,6 +8,12 @@ input) as well as the probabilities; then by hand's file and the default's timed
 turns in this process (batch 1, 2 threads).
 
     python examples/anchors/hard_swish.py [--headroom 1 1.5 2 3 4 8]
+    python examples/anchors/hard_swish.py --mobilenetv3
+
+`--mobilenetv3`: MobileNetV3-Large's layout with random weights (mobilenet_v3.py; its
+channels are much alike, so `equalize_hard_swish: true` makes the check keep it)
+quantized by hand and by the stage, both timed in turns with FP32: whether the
+equalized layout runs at by hand's speed on the network it is for.
 """
 from __future__ import annotations
 
@@ -83,10 +89,44 @@ def _p50s(paths: dict, feed: dict, rounds: int = 200) -> dict:
     return {label: statistics.median(t[rounds // 10:]) * 1000 for label, t in times.items()}
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--headroom", nargs="+", type=float, default=[1, 1.5, 2, 3, 4, 8])
-    args = parser.parse_args()
+def mobilenet_v3() -> None:
+    subject = _subject("mobilenetv3")
+    with tempfile.TemporaryDirectory() as folder:
+        pipeline = compress.pipeline(
+            name="mobilenet-v3-int8", output=folder, model={"onnx": str(subject.fp32)},
+            data=subject.data, stages=[{"type": "quantize", "scheme": "int8-static",
+                                        "equalize_hard_swish": True}])
+        resolved = resolve_inputs(pipeline)
+        calibration = load_dataset(resolved, "calibration", resolved.model.inputs).take(SAMPLES)
+        quantize_by_hand(subject.fp32, calibration, Path(folder) / "by_hand.onnx")
+        result = compress.run(pipeline, quiet=True)
+        artifact = result.artifacts[-1]
+        print("equalization:", artifact.meta["hard_swish_equalization"])
+        p50 = _p50s({"FP32": subject.fp32, "by hand": Path(folder) / "by_hand.onnx",
+                     "the stage": result.run_dir / artifact.path}, calibration[0])
+    print("p50, batch 1, 2 threads, in turns: " + ", ".join(
+        f"{label} {ms:.2f} ms" for label, ms in p50.items())
+        + f"; the stage's over by hand's: {p50['the stage'] / p50['by hand']:.3f}x")
+
+
+def _equalized_files(by_hand: Path, ranges: dict, headrooms: list[float], folder) -> dict:
+    """{label: the by-hand file equalized with each HEADROOM}; the default's restored."""
+    import onnx
+    files, default = {}, swish_equalize.HEADROOM
+    try:
+        for headroom in sorted({*headrooms, default}):
+            swish_equalize.HEADROOM, model = headroom, onnx.load(str(by_hand))
+            report = swish_equalize.equalize(model, ranges)
+            path = Path(folder) / f"h{headroom:g}.onnx"
+            onnx.save(model, str(path))
+            files[f"equalized, HEADROOM {headroom:g}{' (the default)' * (headroom == default)}"
+                  f" (s median {report['scale_median']}, max {report['scale_max']})"] = path
+    finally:
+        swish_equalize.HEADROOM = default
+    return files
+
+
+def orientation(headrooms: list[float]) -> None:
     import onnx
     subject = _subject("orientation")
     pipeline = compress.pipeline(name="hard-swish", output=tempfile.gettempdir(),
@@ -100,32 +140,32 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as folder:
         by_hand = Path(folder) / "by_hand.onnx"
         quantize_by_hand(subject.fp32, calibration, by_hand)
-        qdq = onnx.load(str(by_hand))
-        sites = swish_equalize.find_sites(qdq)
-        # the pre-processed float model's tensor names are the float file's
+        sites = swish_equalize.find_sites(onnx.load(str(by_hand)))
+        # the pre-processed float model keeps the float file's tensor names
         ranges, _ = _channel_ranges(onnx.load(str(subject.fp32)),
                                     [n for s in sites for n in (s.x, s.y)], calibration)
         files = {"by hand (quantize_static)": by_hand}
         nncf = OUT / conformance.slug(subject.name) / "nncf.onnx"
-        if nncf.is_file():
-            files["NNCF (make anchors)"] = nncf
-        default = swish_equalize.HEADROOM
-        for headroom in sorted({*args.headroom, default}):
-            swish_equalize.HEADROOM, model = headroom, onnx.load(str(by_hand))
-            report = swish_equalize.equalize(model, ranges)
-            files[f"equalized, HEADROOM {headroom:g} (s median {report['scale_median']}, "
-                  f"max {report['scale_max']})"] = path = Path(folder) / f"h{headroom:g}.onnx"
-            onnx.save(model, str(path))
+        files.update({"NNCF (make anchors)": nncf} if nncf.is_file() else {})
+        files.update(_equalized_files(by_hand, ranges, headrooms, folder))
         print(f"{len(sites)} sites\n\n| file | logits dB (64) | probabilities dB (64) | top-1 (64) "
               "| logits dB (288) | probabilities dB (288) | top-1 (288) |\n|---|" + "---:|" * 6)
         for label, path in files.items():
             print(_row(label, path, sets, references), flush=True)
-        swish_equalize.HEADROOM = default
-        p50 = _p50s({"by hand": by_hand, "equalized": Path(folder) / f"h{default:g}.onnx"},
+        default = Path(folder) / f"h{swish_equalize.HEADROOM:g}.onnx"
+        p50 = _p50s({"by hand": by_hand, "equalized": default},
                     {k: v[:1] for k, v in sets["64"][0].items()})
     print(f"\np50, batch 1, 2 threads, in turns: by hand {p50['by hand']:.2f} ms, equalized "
-          f"(HEADROOM {default:g}) {p50['equalized']:.2f} ms: "
-          f"{p50['equalized'] / p50['by hand']:.3f}x")
+          f"(the default) {p50['equalized']:.2f} ms: {p50['equalized'] / p50['by hand']:.3f}x")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--headroom", nargs="+", type=float, default=[1, 1.5, 2, 3, 4, 8])
+    parser.add_argument("--mobilenetv3", action="store_true",
+                        help="time the equalized layout on MobileNetV3-Large instead")
+    args = parser.parse_args()
+    mobilenet_v3() if args.mobilenetv3 else orientation(args.headroom)
 
 
 if __name__ == "__main__":

@@ -243,7 +243,10 @@ not a benchmark.
   per-channel QDQ needs, quant_pre_process, onnxruntime's MinMax calibration, then of
   the model as quantized, with fast BC, GPTQ-rounded, and GPTQ-rounded with fast BC, the
   one with the highest output SQNR against the float model on 32 of the calibration
-  feeds (compress/quant/int8_steps.py). Seconds: the whole stage.
+  feeds (compress/quant/int8_steps.py); then, where hard-swish feeds depthwise
+  convolutions, the same model with those channels equalized, kept if it scores higher
+  by 0.5 dB (compress/quant/swish_equalize.py, docs/rounding.md). Seconds: the whole
+  stage.
 - **noise band**: minmax with every range moved by up to 0.1% (2 random draws), with and
   without fast BC. A change this small should not matter: how far it moves a figure is
   how much of any difference in that model's rows is noise.
