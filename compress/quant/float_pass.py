@@ -134,6 +134,7 @@ class Calibrated:
     outputs: list | None
     float32: bool = True    # every calibrated tensor was (a float16 one ranges in float16)
     chosen: list = field(default_factory=list)  # indices of the feeds the pass took
+    channels: dict = field(default_factory=dict)  # {tensor: (low, high) per channel}
 
     def minmax(self) -> dict | None:
         """{tensor: (lowest, highest)} as onnxruntime's MinMax calibration finds them,
@@ -238,11 +239,12 @@ def _quantized_means(seen: LayerPass, float_model, feeds: list[dict], threads) -
 
 def calibrating_pass(float_model, feeds: list[dict], chosen: list[int],
                      threads: int | None = None, *, hessians: bool = False,
-                     outputs: bool = False, advance=None) -> Calibrated:
+                     outputs: bool = False, advance=None, channels=()) -> Calibrated:
     """One run of the float model over all `feeds` with every tensor quantize_static
-    calibrates a graph output: each one's lowest and highest value per feed; and on the
-    feeds at the indices `chosen`, every float layer's input mean and H, and the
-    outputs, as layer_pass would take them from those feeds."""
+    calibrates a graph output: each one's lowest and highest value per feed, and per
+    channel (axis 1) for the tensors named in `channels` (hard-swish equalization's);
+    and on the feeds at the indices `chosen`, every float layer's input mean and H, and
+    the outputs, as layer_pass would take them from those feeds."""
     from compress.quant.float_probe import tensor_values
     from compress.quant.hessian import hessians as accumulators
     from compress.quant.ranges import TensorStats, calibrated_tensors
@@ -259,16 +261,28 @@ def calibrating_pass(float_model, feeds: list[dict], chosen: list[int],
     picked = set(chosen)
     # unoptimized as onnxruntime's calibrator runs it: the same ranges to the bit, so
     # the same quantized file as quantize_static calibrating for itself
-    for k, values in enumerate(tensor_values(float_model, [*names, *inputs, *ends], feeds,
-                                             threads, unoptimized=True)):
+    for k, values in enumerate(tensor_values(float_model, [*names, *inputs, *ends, *channels],
+                                             feeds, threads, unoptimized=True)):
         for name in names:
             stats[name].add(values[name], 0)
             found.float32 = found.float32 and values[name].dtype == np.float32
+        for name in channels:
+            add_channel_range(found.channels, name, values[name])
         if k in picked:
             _take_chosen(found, layers, held, values, ends, len(chosen))
         if advance is not None:
             advance(1)
     return found
+
+
+def add_channel_range(ranges: dict, name: str, value: np.ndarray) -> None:
+    """Widen ranges[name], (per-channel lowest, per-channel highest), to take `value`
+    (channels on axis 1)."""
+    axes = tuple(i for i in range(value.ndim) if i != 1)
+    low, high = value.min(axis=axes), value.max(axis=axes)
+    if name in ranges:
+        low, high = np.minimum(ranges[name][0], low), np.maximum(ranges[name][1], high)
+    ranges[name] = (low, high)
 
 
 def _take_chosen(found: Calibrated, layers: list, held: list, values: dict, ends: list,

@@ -94,7 +94,8 @@ def calibrating_run(source: Path, feeds: list[dict], config, cache: Path, ctx):
     with ctx.progress.task(f"calibrating (minmax, {len(feeds)} feeds) and the float pass",
                            len(feeds)) as advance, beside_onnxruntime():
         found = calibrating_pass(model, feeds, chosen, os.cpu_count() or 1, hessians=rounding,
-                                 outputs=method == "checked", advance=advance)
+                                 outputs=method == "checked", advance=advance,
+                                 channels=_swish_tensors(model, config))
     ranges = found.minmax()
     if ranges is not None:
         write_cache(ranges, cache)
@@ -209,13 +210,24 @@ def _scores(candidates: dict[str, bytes], feeds: list[dict], reference: list) ->
     return scores
 
 
-def swish_equalized(source: Path, target: Path, feeds: list[dict], config, ctx) -> dict | None:
+def _swish_tensors(model, config) -> list[str]:
+    """The tensors whose per-channel ranges hard-swish equalization will need."""
+    if config.equalize_hard_swish is False or config.symmetric_activations or config.qnn:
+        return []  # widening the product's range moves its zero point
+    from compress.quant.swish_equalize import float_tensors
+    return float_tensors(model)
+
+
+def swish_equalized(source: Path, target: Path, feeds: list[dict], config, ctx,
+                    checked: dict | None = None, known=None) -> dict | None:
     """Channel equalization through hard-swish into depthwise convolutions
-    (swish_equalize.py) on the QDQ model at `target`: per-channel ranges from one float
-    run over the pass's feeds, whose outputs also score the file before and after on
-    CHECK_FEEDS of them. Unset, the equalized file is kept where it beats the other by
-    FIT_MARGIN_DB (its ranges come from these feeds); true: always. None where off or
-    where the model has no such site."""
+    (swish_equalize.py) on the QDQ model at `target`. The per-channel ranges and the
+    float outputs the equalized file is scored against on CHECK_FEEDS of the pass's
+    feeds come from the calibrating run (`known`), or else from a float run over the
+    pass's feeds. The check (`checked`, round_and_correct's meta) scored the file before
+    on those feeds. Unset, the equalized file is kept where it beats the other by
+    FIT_MARGIN_DB (its ranges come from the calibration feeds); true: always. None
+    where off or where the model has no such site."""
     if config.equalize_hard_swish is False or config.symmetric_activations or config.qnn:
         return None  # widening the product's range moves its zero point
     import onnx
@@ -225,37 +237,44 @@ def swish_equalized(source: Path, target: Path, feeds: list[dict], config, ctx) 
     sites = swish_equalize.find_sites(qdq)
     if not sites:
         return None
-    chosen = spread(feeds, config.bias_correction_samples)
-    float_model = onnx.load(str(source))
-    with ctx.progress.task(f"hard-swish equalization ({len(sites)} sites, {len(chosen)} "
-                           "feeds)", None):
-        ranges, outputs = _channel_ranges(float_model, [n for s in sites for n in (s.x, s.y)],
-                                          chosen)
+    names = [n for s in sites for n in (s.x, s.y)]
+    taken = known is not None and known.outputs is not None and set(names) <= set(known.channels)
+    chosen = ([feeds[i] for i in known.chosen] if taken
+              else spread(feeds, config.bias_correction_samples))
+    with ctx.progress.task(f"hard-swish equalization ({len(sites)} sites)", None):
+        ranges, outputs = ((known.channels, known.outputs) if taken else
+                           _channel_ranges(onnx.load(str(source)), names, chosen))
         before = qdq.SerializeToString()
         meta = swish_equalize.equalize(qdq, ranges)
-        candidates = {"as is": before, "equalized": qdq.SerializeToString()}
-        picks = spread(list(range(len(chosen))), CHECK_FEEDS)
-        scores = (_scores(candidates, [chosen[i] for i in picks], [outputs[i] for i in picks])
-                  if config.equalize_hard_swish is None else {})
+        after = qdq.SerializeToString()
+        scores = ({} if config.equalize_hard_swish else
+                  _before_and_after(before, after, chosen, outputs, checked))
     kept = config.equalize_hard_swish or scores["equalized"] > scores["as is"] + FIT_MARGIN_DB
     if kept:
-        target.write_bytes(candidates["equalized"])
+        target.write_bytes(after)
     return {**meta, "kept": bool(kept), **({"calibration_sqnr_db": scores} if scores else {})}
+
+
+def _before_and_after(before: bytes, after: bytes, feeds: list[dict], outputs: list,
+                      checked: dict | None) -> dict:
+    """The SQNR of the file before and after equalization on the check's feeds; the one
+    before as the check scored it, where it did."""
+    picks = spread(list(range(len(feeds))), CHECK_FEEDS)
+    known = (checked or {}).get("calibration_sqnr_db", {}).get((checked or {}).get("kept"))
+    candidates = {"equalized": after, **({"as is": before} if known is None else {})}
+    scores = _scores(candidates, [feeds[i] for i in picks], [outputs[i] for i in picks])
+    return {"as is": known, **scores} if known is not None else scores
 
 
 def _channel_ranges(float_model, names: list[str], feeds: list[dict]) -> tuple[dict, list]:
     """{tensor: (per-channel lowest, per-channel highest)} over `feeds`, and the float
     model's outputs on each feed, from one run."""
+    from compress.quant.float_pass import add_channel_range
     from compress.quant.float_probe import tensor_values
     outputs = [o.name for o in float_model.graph.output]
     ranges, found = {}, []
     for values in tensor_values(float_model, names + outputs, feeds, os.cpu_count() or 1):
         found.append([values[name] for name in outputs])
         for name in names:
-            value = values[name]
-            axes = tuple(i for i in range(value.ndim) if i != 1)
-            low, high = value.min(axis=axes), value.max(axis=axes)
-            if name in ranges:
-                low, high = np.minimum(ranges[name][0], low), np.maximum(ranges[name][1], high)
-            ranges[name] = (low, high)
+            add_channel_range(ranges, name, values[name])
     return ranges, found

@@ -169,7 +169,7 @@ def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple 
     if not shared:
         ranges.unlink(missing_ok=True)
     corrected = round_and_correct(source, target, feeds, config, ctx, known)
-    swish = swish_equalized(source, target, feeds, config, ctx)
+    swish = swish_equalized(source, target, feeds, config, ctx, corrected, known)
     if swish is not None:
         meta["hard_swish_equalization"] = swish
     if equalization is not None:

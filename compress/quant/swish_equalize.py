@@ -327,3 +327,34 @@ def equalize(model, ranges: dict) -> dict:
     return {"sites": len(applied),
             "scale_median": round(float(np.median(np.concatenate(applied))), 3) if applied else None,
             "scale_max": round(float(max(a.max() for a in applied)), 3) if applied else None}
+
+
+def float_tensors(float_model) -> list[str]:
+    """x and the product of every Conv -> hard-swish -> depthwise Conv(s) of the float
+    model: the tensors whose per-channel ranges find_sites' sites will ask for, known
+    before quantize_static runs (the calibrating run takes them: int8_steps)."""
+    inits = {i.name for i in float_model.graph.initializer}
+    shapes = {i.name: tuple(i.dims) for i in float_model.graph.initializer}
+    users: dict[str, list] = {}
+    for node in float_model.graph.node:
+        for name in node.input:
+            users.setdefault(name, []).append(node)
+
+    def depthwise(node) -> bool:
+        return (node.op_type == "Conv" and len(node.input) > 1 and node.input[1] in inits
+                and shapes[node.input[1]][1:2] == (1,) and attr(node, "group", 1) > 1)
+
+    found = []
+    for conv in (n for n in float_model.graph.node if n.op_type == "Conv"):
+        x = conv.output[0]
+        readers = users.get(x, [])
+        ops = sorted(n.op_type for n in readers)
+        if ops == ["HardSwish"]:
+            y = readers[0].output[0]
+        elif ops == ["HardSigmoid", "Mul"]:
+            y = next(n for n in readers if n.op_type == "Mul").output[0]
+        else:
+            continue
+        if users.get(y) and all(depthwise(n) for n in users[y]):
+            found += [x, y]
+    return found

@@ -190,3 +190,24 @@ def test_the_stage_checks_the_equalized_file_and_can_be_told(swish, tmp_path):
         "hard_swish_equalization"]["kept"] is True
     assert "hard_swish_equalization" not in _stage(swish, tmp_path / "off",
                                                    equalize_hard_swish=False)
+
+
+def test_the_calibrating_run_takes_the_per_channel_ranges(swish, monkeypatch, tmp_path):
+    """The float tensors found before quantizing are the sites' own; the calibrating
+    run's per-channel ranges are a run of their own's; and the stage makes no float run
+    for them where the calibrating run took them."""
+    from compress.quant import float_pass, int8_steps
+    float_model, qdq = _quantized(swish, "gate")
+    names = swish_equalize.float_tensors(float_model)
+    assert names == [n for s in swish_equalize.find_sites(qdq) for n in (s.x, s.y)]
+    feeds = swish["calibration"]
+    taken = float_pass.calibrating_pass(float_model, feeds, [0], channels=names).channels
+    own, _ = _channel_ranges(float_model, names, feeds)
+    for name in names:
+        for a, b in zip(taken[name], own[name]):
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+    def no_float_run(*_):
+        raise AssertionError("a float run of its own")
+    monkeypatch.setattr(int8_steps, "_channel_ranges", no_float_run)
+    assert _stage(swish, tmp_path)["hard_swish_equalization"]["sites"] == 3
