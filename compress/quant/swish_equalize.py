@@ -70,7 +70,7 @@ class Site:
 
 class _Graph:
     def __init__(self, model):
-        self.model, self.graph = model, model.graph
+        self.graph = model.graph
         self.inits = {i.name: i for i in self.graph.initializer}
         self.producer = {o: n for n in self.graph.node for o in n.output}
         self.users: dict[str, list] = {}
@@ -81,10 +81,6 @@ class _Graph:
     def made_by(self, name: str, op: str):
         node = self.producer.get(name)
         return node if node is not None and node.op_type == op else None
-
-    def only_user(self, name: str, op: str):
-        users = self.users.get(name, [])
-        return users[0] if len(users) == 1 and users[0].op_type == op else None
 
     def value(self, name: str) -> np.ndarray:
         return array(self.inits, name)
@@ -160,7 +156,8 @@ def find_sites(model) -> list[Site]:
         x_readers = {id(n) for dq in g.users.get(x_q.output[0], [])
                      for n in g.users.get(dq.output[0], [])}
         if (channels and _per_channel_conv(g, producer, channels)
-                and all(len(q.input) > 2 and q.input[2] in g.inits for q in (x_q, y_q))
+                and all(len(q.input) > 2 and q.input[2] in g.inits and q.input[1] in g.inits
+                        and g.value(q.input[1]).size == 1 for q in (x_q, y_q))
                 and x_readers <= {id(act), id(gate)}
                 and all(dq.op_type == "DequantizeLinear" for dq in g.users[y_q.output[0]])
                 and readers and all(_depthwise(g, n, channels) for n in readers)):
