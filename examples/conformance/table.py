@@ -144,8 +144,10 @@ Reading the table:
   breaks its embeddings.
 - A speed-up below 1 means the INT8 model runs slower than FP32 on onnxruntime's CPU
   provider: the orientation classifier's HardSwish and the GRU have no QDQ kernel, so
-  they stay float between DequantizeLinear and QuantizeLinear nodes. The machine is a
-  shared VM: speed-ups of the same file vary by up to ~25% from run to run.
+  they stay float between DequantizeLinear and QuantizeLinear nodes (the pipeline's
+  orientation file turns 13 of its 30 hard-sigmoids into integer convolutions:
+  docs/rounding.md, "Hard-swish equalization"). The machine is a shared VM: speed-ups of
+  the same file vary by up to ~25% from run to run.
 - The keyword spotter ships already int8 (with its state in resource variables): it is
   benchmarked as it is; there is nothing to quantize and no FP32 to compare with.
 """
