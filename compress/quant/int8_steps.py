@@ -210,10 +210,16 @@ def _scores(candidates: dict[str, bytes], feeds: list[dict], reference: list) ->
     return scores
 
 
+def _swish_off(config) -> bool:
+    """Hard-swish equalization not made: turned off, or a zero point that must stay where
+    it is (symmetric activations, QNN's types), which widening the product's range moves."""
+    return config.equalize_hard_swish is False or config.symmetric_activations or config.qnn
+
+
 def _swish_tensors(model, config) -> list[str]:
     """The tensors whose per-channel ranges hard-swish equalization will need."""
-    if config.equalize_hard_swish is False or config.symmetric_activations or config.qnn:
-        return []  # widening the product's range moves its zero point
+    if _swish_off(config):
+        return []
     from compress.quant.swish_equalize import float_tensors
     return float_tensors(model)
 
@@ -228,8 +234,8 @@ def swish_equalized(source: Path, target: Path, feeds: list[dict], config, ctx,
     on those feeds. Unset, the equalized file is kept where it beats the other by
     FIT_MARGIN_DB (its ranges come from the calibration feeds); true: always. None
     where off or where the model has no such site."""
-    if config.equalize_hard_swish is False or config.symmetric_activations or config.qnn:
-        return None  # widening the product's range moves its zero point
+    if _swish_off(config):
+        return None
     import onnx
 
     from compress.quant import swish_equalize
