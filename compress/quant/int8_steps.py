@@ -249,7 +249,7 @@ def swish_equalized(source: Path, target: Path, feeds: list[dict], config, ctx,
               else spread(feeds, config.bias_correction_samples))
     with ctx.progress.task(f"hard-swish equalization ({len(sites)} sites)", None):
         ranges, outputs = ((known.channels, known.outputs) if taken else
-                           _channel_ranges(onnx.load(str(source)), names, chosen))
+                           channel_ranges(onnx.load(str(source)), names, chosen))
         before = qdq.SerializeToString()
         meta = swish_equalize.equalize(qdq, ranges)
         after = qdq.SerializeToString()
@@ -272,7 +272,7 @@ def _before_and_after(before: bytes, after: bytes, feeds: list[dict], outputs: l
     return {"as is": known, **scores} if known is not None else scores
 
 
-def _channel_ranges(float_model, names: list[str], feeds: list[dict]) -> tuple[dict, list]:
+def channel_ranges(float_model, names: list[str], feeds: list[dict]) -> tuple[dict, list]:
     """{tensor: (per-channel lowest, per-channel highest)} over `feeds`, and the float
     model's outputs on each feed, from one run."""
     from compress.quant.float_pass import add_channel_range

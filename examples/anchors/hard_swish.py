@@ -5,22 +5,20 @@ NNCF's files (from `make anchors`), judged on the corpus' 64 evaluation feeds an
 larger set of 288 (70 paragraphs of other prose per turn: at 64 feeds four photos of
 handwriting the model hesitates on weigh on the output SQNR), the logits (the softmax's
 input) as well as the probabilities; then by hand's file and the default's timed in
-turns in this process (batch 1, 2 threads).
+turns as the anchors time them (fresh processes, 8 rounds; batch 1, 2 threads).
 
     python examples/anchors/hard_swish.py [--headroom 1 1.5 2 3 4 8]
     python examples/anchors/hard_swish.py --mobilenetv3
 
 `--mobilenetv3`: MobileNetV3-Large's layout with random weights (mobilenet_v3.py; its
-channels are much alike, so `equalize_hard_swish: true` makes the check keep it)
+channels are much alike, so `equalize_hard_swish: true` keeps it without the check)
 quantized by hand and by the stage, both timed in turns with FP32: whether the
 equalized layout runs at by hand's speed on the network it is for.
 """
 from __future__ import annotations
 
 import argparse
-import statistics
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +31,7 @@ from by_hand import quantize_by_hand  # noqa: E402
 from compress.checks import resolve_inputs  # noqa: E402
 from compress.data import load_dataset  # noqa: E402
 from compress.quant import swish_equalize  # noqa: E402
-from compress.quant.int8_steps import _channel_ranges  # noqa: E402
+from compress.quant.int8_steps import channel_ranges  # noqa: E402
 
 LARGER_PROSE = ("argparse", "csv", "heapq", "collections", "functools", "itertools", "os",
                 "re", "typing", "logging", "subprocess", "pathlib", "inspect", "asyncio",
@@ -77,16 +75,10 @@ def _row(label: str, path, sets: dict, references: dict) -> str:
     return f"| {label} | " + " | ".join(cells) + " |"
 
 
-def _p50s(paths: dict, feed: dict, rounds: int = 200) -> dict:
-    from compress.quant.float_probe import session
-    sessions = {label: session(open(path, "rb").read(), 2) for label, path in paths.items()}
-    times = {label: [] for label in paths}
-    for _ in range(rounds):
-        for label, run in sessions.items():
-            started = time.perf_counter()
-            run.run(None, feed)
-            times[label].append(time.perf_counter() - started)
-    return {label: statistics.median(t[rounds // 10:]) * 1000 for label, t in times.items()}
+def _p50s(paths: dict, feed: dict) -> dict:
+    """p50 ms of each file, timed as the anchors time them: in turns, 8 rounds of 60
+    runs of `python -m runtimes bench` (2 threads), each a fresh process."""
+    return conformance.time_side_by_side(paths, feed, list(feed), rounds=8, runs=60)
 
 
 def mobilenet_v3() -> None:
@@ -104,7 +96,7 @@ def mobilenet_v3() -> None:
         print("equalization:", artifact.meta["hard_swish_equalization"])
         p50 = _p50s({"FP32": subject.fp32, "by hand": Path(folder) / "by_hand.onnx",
                      "the stage": result.run_dir / artifact.path}, calibration[0])
-    print("p50, batch 1, 2 threads, in turns: " + ", ".join(
+    print("p50, batch 1, 2 threads, 8 rounds in turns: " + ", ".join(
         f"{label} {ms:.2f} ms" for label, ms in p50.items())
         + f"; the stage's over by hand's: {p50['the stage'] / p50['by hand']:.3f}x")
 
@@ -142,7 +134,7 @@ def orientation(headrooms: list[float]) -> None:
         quantize_by_hand(subject.fp32, calibration, by_hand)
         sites = swish_equalize.find_sites(onnx.load(str(by_hand)))
         # the pre-processed float model keeps the float file's tensor names
-        ranges, _ = _channel_ranges(onnx.load(str(subject.fp32)),
+        ranges, _ = channel_ranges(onnx.load(str(subject.fp32)),
                                     [n for s in sites for n in (s.x, s.y)], calibration)
         files = {"by hand (quantize_static)": by_hand}
         nncf = OUT / conformance.slug(subject.name) / "nncf.onnx"
@@ -155,7 +147,7 @@ def orientation(headrooms: list[float]) -> None:
         default = Path(folder) / f"h{swish_equalize.HEADROOM:g}.onnx"
         p50 = _p50s({"by hand": by_hand, "equalized": default},
                     {k: v[:1] for k, v in sets["64"][0].items()})
-    print(f"\np50, batch 1, 2 threads, in turns: by hand {p50['by hand']:.2f} ms, equalized "
+    print(f"\np50, batch 1, 2 threads, 8 rounds in turns: by hand {p50['by hand']:.2f} ms, equalized "
           f"(the default) {p50['equalized']:.2f} ms: {p50['equalized'] / p50['by hand']:.3f}x")
 
 

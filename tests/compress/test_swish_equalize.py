@@ -10,7 +10,7 @@ import pytest
 
 import compress
 from compress.quant import swish_equalize
-from compress.quant.int8_steps import _channel_ranges
+from compress.quant.int8_steps import channel_ranges
 from tests.compress.test_int8_techniques import _quantize, _sqnr, tiny, train_on_digits  # noqa: F401,E501
 
 
@@ -73,7 +73,7 @@ def _equalized(swish, form: str):
     float_model, qdq = _quantized(swish, form)
     sites = swish_equalize.find_sites(qdq)
     names = [n for s in sites for n in (s.x, s.y)]
-    ranges, _ = _channel_ranges(float_model, names, swish["calibration"])
+    ranges, _ = channel_ranges(float_model, names, swish["calibration"])
     before = qdq.SerializeToString()
     report = swish_equalize.equalize(qdq, ranges)
     return float_model, onnx.load_model_from_string(before), qdq, report
@@ -202,12 +202,12 @@ def test_the_calibrating_run_takes_the_per_channel_ranges(swish, monkeypatch, tm
     assert names == [n for s in swish_equalize.find_sites(qdq) for n in (s.x, s.y)]
     feeds = swish["calibration"]
     taken = float_pass.calibrating_pass(float_model, feeds, [0], channels=names).channels
-    own, _ = _channel_ranges(float_model, names, feeds)
+    own, _ = channel_ranges(float_model, names, feeds)
     for name in names:
         for a, b in zip(taken[name], own[name]):
             np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
 
     def no_float_run(*_):
         raise AssertionError("a float run of its own")
-    monkeypatch.setattr(int8_steps, "_channel_ranges", no_float_run)
+    monkeypatch.setattr(int8_steps, "channel_ranges", no_float_run)
     assert _stage(swish, tmp_path)["hard_swish_equalization"]["sites"] == 3
