@@ -18,9 +18,9 @@ def __getattr__(name):
         from compress import api
         return getattr(api, name)
     if name in ("Pipeline", "load_pipeline"):
-        from compress import config
+        from compress.config import pipeline as config
         return getattr(config, name)
     if name == "Result":
-        from compress.runner import Result
+        from compress.runner.run import Result
         return Result
     raise AttributeError(name)

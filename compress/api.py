@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Union
 
-from compress.config import Pipeline, load_pipeline, parse_pipeline
-from compress.runner import Result, run_pipeline
+from compress.config.pipeline import Pipeline, load_pipeline, parse_pipeline
+from compress.runner.run import Result, run_pipeline
 
 
 def pipeline(**fields) -> Pipeline:
@@ -29,7 +29,7 @@ def renamed(pipeline: Pipeline, name: str | None, output: str | None) -> Pipelin
 def _checked_name(name: str) -> str:
     """`--name` checked by the rule the YAML's `name` follows (config.RunName)."""
     from pydantic import TypeAdapter, ValidationError
-    from compress.config import RunName
+    from compress.config.pipeline import RunName
     from compress.errors import ConfigError
     from profiles.validation import message_of
     try:
@@ -63,7 +63,7 @@ def run(pipeline: Union[str, Path, Pipeline, dict], *, force: bool = False,
                           f"{type(pipeline).__name__}")
     pipeline = with_executor(renamed(pipeline, name, output), executor)
     if pipeline.search is not None:
-        from compress.search import run_search
+        from compress.search.driver import run_search
         return run_search(pipeline, force=force, strict=strict, quiet=quiet,
                           config_text=config_text, note=_note(quiet))
     if pipeline.executor.type != "local" and not quiet:
@@ -78,7 +78,7 @@ def with_executor(pipeline: Pipeline, executor: str | None) -> Pipeline:
     if executor is None or executor == pipeline.executor.type:
         return pipeline
     from pydantic import TypeAdapter, ValidationError
-    from compress.config_executor import Executor
+    from compress.config.executor import Executor
     from compress.errors import ConfigError
     try:
         chosen = TypeAdapter(Executor).validate_python({"type": executor})

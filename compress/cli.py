@@ -95,13 +95,13 @@ def _print_summary(result) -> None:
 
 
 def _cmd_validate(args) -> int:
-    from compress.config import load_pipeline
-    from compress.checks import apply_target_defaults, resolve_inputs, resolve_targets
+    from compress.config.pipeline import load_pipeline
+    from compress.runner.checks import apply_target_defaults, resolve_inputs, resolve_targets
     pipeline = load_pipeline(args.file)
     resolve_inputs(apply_target_defaults(pipeline, resolve_targets(pipeline)[0]))
     searched = ""
     if pipeline.search is not None:
-        from compress.search_space import axes, size
+        from compress.search.space import axes, size
         count = size(axes(pipeline))
         searched = (f", searching {count} combination{'s' if count > 1 else ''} of "
                     f"{', '.join(pipeline.search.space)}")
@@ -111,7 +111,7 @@ def _cmd_validate(args) -> int:
 
 
 def _cmd_schema(args) -> int:
-    from compress.config import Pipeline
+    from compress.config.pipeline import Pipeline
     print(json.dumps(Pipeline.model_json_schema(), indent=2))
     return 0
 
@@ -138,7 +138,7 @@ def _cmd_profiles(args) -> int:
 
 
 def _cmd_preflight(args) -> int:
-    from compress.preflight import preflight, render
+    from compress.measure.preflight import preflight, render
     report = preflight(args.model, args.profile, python=args.python)
     print(json.dumps(report, indent=2) if args.json else render(report))
     return report["exit_code"]
@@ -146,7 +146,7 @@ def _cmd_preflight(args) -> int:
 
 def _cmd_runs(args) -> int:
     from pathlib import Path
-    from compress.history import list_runs
+    from compress.runner.history import list_runs
     output = Path(args.output)
     if not output.is_dir():   # missing, or a file
         print(f"no runs: {output} is not a folder (give the pipeline's output folder with "
@@ -166,8 +166,8 @@ def _cmd_runs(args) -> int:
 
 def _cmd_compare(args) -> int:
     from pathlib import Path
-    from compress.compare import compare
-    from compress.history import load_report, resolve
+    from compress.runner.compare import compare
+    from compress.runner.history import load_report, resolve
     reports = [resolve(ref, Path(args.output)) for ref in (args.a, args.b)]
     loaded = [load_report(path) for path in reports]
     print(f"A: {reports[0]}\nB: {reports[1]}")
@@ -212,5 +212,5 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         return 130
     except (Exception, SystemExit) as exc:  # a bug: never exit 1, which means "over budget"
-        from compress import crash
+        from compress.runner import crash
         return crash.report(exc)

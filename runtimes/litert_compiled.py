@@ -32,7 +32,7 @@ import sys
 import numpy as np
 
 from runtimes import xnnpack_cache
-from runtimes.engines.litert import GPU_DELEGATE
+from runtimes.engines.base import GPU_DELEGATE
 from runtimes.errors import ProviderUnavailable, RuntimeInputError
 from runtimes.litert_session import (dequantized, input_specs, is_quantized, load_error,
                                      new_interpreter, to_native)

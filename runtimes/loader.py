@@ -1,7 +1,6 @@
 """`load(path, ...)`: open a model file with its engine (runtimes.engines)."""
 from __future__ import annotations
 
-import hashlib
 import os
 
 from runtimes import engines
@@ -15,15 +14,6 @@ def model_files(path: str) -> list[str]:
     stem, suffix = os.path.splitext(path)
     beside = stem + ".bin" if suffix.lower() == ".xml" else path + ".data"
     return [path, beside] if os.path.isfile(beside) else [path]
-
-
-def sha256_file(path) -> str:
-    """The hex SHA-256 of a file's bytes, read a megabyte at a time."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
 
 
 def engine_for(path: str) -> str:

@@ -26,7 +26,7 @@ import os
 
 from runtimes.errors import RuntimeInputError
 from runtimes.hostinfo import describe_host
-from runtimes.loader import sha256_file
+from runtimes.digest import sha256_file
 
 SUFFIX = ".xnnpack_cache"
 

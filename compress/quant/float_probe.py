@@ -18,7 +18,7 @@ def _probe(model, names: list[str]):
     known: a float16 tensor declared float would not load)."""
     from onnx import TensorProto, helper
 
-    from compress.quant.onnx_file import tensor_types
+    from compress.model.onnx_file import tensor_types
     try:
         known = {name: t.elem_type for name, t in tensor_types(model).items()}
     except Exception:  # noqa: BLE001 - the types are a courtesy; float is the usual case

@@ -21,8 +21,8 @@ from pathlib import Path
 import numpy as np
 
 from compress.errors import ModelError
-from compress.lazy import require
-from compress.scratch import in_scratch_dir
+from compress.core.lazy import require
+from compress.core.scratch import in_scratch_dir
 from compress.quant.torch_to_onnx import (dynamic_batch_example, export_quantized,
                                           fold_weight_quantization)
 
@@ -78,7 +78,7 @@ def _autotune(graph, example, batches, config, ctx):
     model. It returns its best model even when none is, so the drop is checked here."""
     from neural_compressor.torch.quantization import StaticQuantConfig, TuningConfig, autotune
 
-    from compress.torch_eval import torch_metric
+    from compress.model.torch_eval import torch_metric
     baseline = ctx.metric_baseline()
     scores = []
 

@@ -104,7 +104,7 @@ def weight_precision(float_path: Path | None, quantized_path: Path,
 
     def initializers(path):
         # dims and types only: the weights' bytes stay in the file
-        from compress.quant.onnx_file import header_model
+        from compress.model.onnx_file import header_model
         return header_model(path).graph.initializer
 
     if parameters is None:

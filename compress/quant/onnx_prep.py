@@ -12,8 +12,8 @@ def opset_for(source: Path, config, ctx) -> tuple[Path, Optional[dict]]:
     """The model at the opset its QDQ graph needs (per-channel DequantizeLinear needs 13;
     onnxruntime's quantizer does not raise it): `source` as it is, or an upgraded copy in
     the stage's folder, and {from, to} when it was upgraded."""
-    from compress.onnx_compat import load_onnx, needed_opset, opset_of, save_onnx, upgrade_opset
-    from compress.quant.onnx_file import header_model
+    from compress.model.onnx_compat import load_onnx, needed_opset, opset_of, save_onnx, upgrade_opset
+    from compress.model.onnx_file import header_model
     minimum = needed_opset(config.per_channel, config.activations, config.weights)
     # the graph alone says whether an upgrade is needed; the weights are read only if it is
     if opset_of(header_model(source)) >= minimum:

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from compress.errors import ModelError
-from compress.lazy import require
-from compress.scratch import in_scratch_dir
+from compress.core.lazy import require
+from compress.core.scratch import in_scratch_dir
 
 # Measured here (x86-64 with AVX-512 VNNI, 2 threads, onnxruntime 1.31, batch 1): dynamic
 # INT8 turns every Conv into ConvInteger, which has no fast kernel. EfficientNet-Lite0:
@@ -25,7 +25,7 @@ CONV_DYNAMIC_WARNING = (
 def op_histogram(path: Path) -> Counter:
     require("onnx", "quantize")
     # the graph alone: onnx.load reads inline weights too (1 GB for a 1 GB model)
-    from compress.quant.onnx_file import header_model
+    from compress.model.onnx_file import header_model
     return Counter(node.op_type for node in header_model(path).graph.node)
 
 
@@ -67,7 +67,7 @@ def _needs_symbolic_shapes(source: Path) -> bool:
     inference made the same quantized bytes on every CNN of the corpus (its sympy
     import and walk cost 0.1-1.8 s, and it fails on YOLOv8n's Resize after ~1.5 s).
     The graph is read without its weights' data: inference needs their shapes only."""
-    from compress.quant.onnx_file import header_model, tensor_types
+    from compress.model.onnx_file import header_model, tensor_types
 
     try:
         model = header_model(source)

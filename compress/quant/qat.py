@@ -9,7 +9,7 @@ import tempfile
 from pathlib import Path
 
 from compress.errors import DataError
-from compress.lazy import require
+from compress.core.lazy import require
 from compress.quant.torch_to_onnx import (dynamic_batch_example, export_quantized,
                                           fold_weight_quantization)
 
@@ -21,7 +21,7 @@ def int8_qat(ctx, artifact, config, target: Path) -> dict:
     from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
         X86InductorQuantizer, get_default_x86_inductor_quantization_config)
 
-    from compress.training import check_labels, train
+    from compress.model.training import check_labels, train
 
     data = ctx.require_dataset("train", "quantize int8-qat").samples("int8-qat")
     if data.labels is None:
@@ -44,7 +44,7 @@ def int8_qat(ctx, artifact, config, target: Path) -> dict:
 
     evaluate = None
     if ctx.dataset("evaluation") is not None:
-        from compress.torch_eval import torch_metric
+        from compress.model.torch_eval import torch_metric
         evaluate = lambda m: torch_metric(m, ctx)["value"]  # noqa: E731
     result = train(prepared, loss_fn, data.inputs, data.labels, config.train,
                    evaluate=evaluate, progress=ctx.progress, label="int8-qat")

@@ -88,7 +88,7 @@ def calibrated_tensors(model) -> list[str]:
     after shape inference."""
     from onnx import TensorProto
 
-    from compress.quant.onnx_file import tensor_types
+    from compress.model.onnx_file import tensor_types
     typed = {name: t.elem_type for name, t in tensor_types(model).items()}
     graph = model.graph
     weights = {i.name for i in graph.initializer}

@@ -4,7 +4,7 @@ onnxruntime's quantizers load the whole model, run shape inference through tempo
 copies, keep float and quantized weights side by side and serialise the result in
 memory: on a 1 GB MatMul/Gemm model the stage peaked at 3.2x (int4) to 6.0x (int8-dynamic)
 the model, quant_pre_process alone at 5.3x (docs/memory.md). Here the graph is read without
-its weights (compress.quant.onnx_file), each weight is read from the file when its node
+its weights (compress.model.onnx_file), each weight is read from the file when its node
 is quantized, quantized with onnxruntime's own numerics and written to a scratch file at
 once, and the output is assembled file to file: the weights are never all in memory.
 
@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from compress.quant.onnx_file import MIN_SPAN_BYTES, Header, Span, read_header, write_model
+from compress.model.onnx_file import MIN_SPAN_BYTES, Header, Span, read_header, write_model
 
 # Weights (bytes) from which a model is quantized tensor by tensor. Below it onnxruntime's
 # in-memory quantizers (3-6x the model at their peak: under 3 GiB here) fit a machine
@@ -120,7 +120,7 @@ class Build:
                       for v in (*graph.input, *graph.output, *graph.value_info)}
 
     def array(self, name: str) -> np.ndarray:
-        from compress.quant.onnx_file import read_array
+        from compress.model.onnx_file import read_array
         return read_array(self.initializers[name], self.header.spans.get(name))
 
     def is_float_weight(self, name: str) -> bool:
@@ -150,7 +150,7 @@ def _prepared(header: Header, config):
     """A copy of the header's model at the opset the scheme's graph needs, with onnx's
     shape inference (types of activations) run on the graph alone."""
     import onnx
-    from compress.onnx_compat import needed_opset, upgrade_opset
+    from compress.model.onnx_compat import needed_opset, upgrade_opset
     model = onnx.ModelProto()
     model.CopyFrom(header.model)
     record = None
@@ -170,7 +170,7 @@ def _prepared(header: Header, config):
 
 def _used_names(graph) -> set:
     """Every tensor name the graph's nodes (subgraphs included) read, and its outputs."""
-    from compress.onnx_compat import _nodes
+    from compress.model.onnx_compat import _nodes
     return {n for node in _nodes(graph) for n in node.input} | {o.name for o in graph.output}
 
 

@@ -53,7 +53,7 @@ def quantize_file(fp32: Path, target: Path, mode: str, ctx, settings: dict) -> d
 
 def parity(path: Path, feeds: list[dict], reference: list, channels_last: bool) -> dict:
     """Fidelity (overall, the worst output) of the file's outputs to `reference`."""
-    from compress.model_run import run_feeds
+    from compress.model.run import run_feeds
     from runtimes.metrics import feed_fidelity
     return feed_fidelity(run_feeds(path, None, feeds, nhwc=channels_last), reference)
 
@@ -69,8 +69,8 @@ def quantize_stage(artifact, config, ctx, mode: str, precision: str):
             _ranges(config), config.bias_method(), config.weight_rounding,
             config.bias_correction_samples))
     meta = quantize_file(source, target, mode, ctx, settings)
-    from compress.artifacts import Output
-    from compress.model_run import run_feeds
+    from compress.core.artifacts import Output
+    from compress.model.run import run_feeds
     feeds, _ = ctx.sample_feeds(32)
     agreement = parity(target, feeds, run_feeds(source, ctx.inputs, feeds), False)
     meta.update(scheme=config.scheme, mode=mode,

@@ -107,7 +107,7 @@ def _checked(fp32: Path, candidates: dict[tuple, bytes], calibration: list[dict]
              folder: Path) -> tuple[tuple, dict[tuple, float]]:
     """The candidate whose outputs are closest to the float file's (SQNR), and every
     candidate's SQNR, on CHECK_FEEDS of the calibration feeds."""
-    from compress.model_run import run_feeds
+    from compress.model.run import run_feeds
     from runtimes.metrics import feed_fidelity
     feeds = spread(calibration, CHECK_FEEDS)
     reference, scores = run_feeds(fp32, None, feeds), {}

@@ -15,12 +15,12 @@ from typing import Literal, Optional
 from pydantic import (Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
                       model_validator)
 
-from compress.bench_inputs import custom_score, write_inputs
-from compress.bench_copies import Copies
-from compress.bench_records import by_device, pool_rounds, record, spread
-from compress.bench_screen import Screen
-from compress.executors.dispatch import Item, dispatch
-from compress.measuring import (AUTO, Unavailable, baseline_engines, engine_flags, engine_for,
+from compress.measure.inputs import custom_score, write_inputs
+from compress.measure.copies import Copies
+from compress.measure.records import by_device, pool_rounds, record, spread
+from compress.measure.screen import Screen
+from compress.measure.dispatch import Item, dispatch
+from compress.measure.client import (AUTO, Unavailable, baseline_engines, engine_flags, engine_for,
                                 reports_placement)
 from compress.stagebase import StageConfig, register
 from runtimes import engines

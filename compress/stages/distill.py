@@ -16,14 +16,14 @@ import numpy as np
 from pydantic import (Discriminator, Field, NonNegativeFloat, PositiveFloat, Tag,
                       model_validator)
 
-from compress.artifacts import Output
+from compress.core.artifacts import Output
 from compress.errors import ModelError
-from compress.imports import import_callable
-from compress.lazy import require
+from compress.core.imports import import_callable
+from compress.core.lazy import require
 from compress.stagebase import StageConfig, Strict, register
-from compress.training import TrainSettings, check_labels, train
+from compress.model.training import TrainSettings, check_labels, train
 
-# compress.config imports every stage module to build its stage union, so a stage cannot
+# compress.config.pipeline imports every stage module to build its stage union, so a stage cannot
 # import TorchSource from it: TeacherModel and StudentModel mirror its fields.
 _FACTORY = r"^[\w.]+:[\w.]+$"
 _PROBE_SAMPLES = 8  # a training batch this size checks shapes before any training
@@ -119,7 +119,7 @@ def _call_factory(spec, kwargs: dict, ctx, what: str):
 
 
 def _load_weights(model, checkpoint: str, ctx, what: str) -> None:
-    from compress.model_source import load_checkpoint
+    from compress.model.source import load_checkpoint
     load_checkpoint(model, ctx.pipeline.resolve(checkpoint), require("torch", "distill"), what)
 
 
@@ -278,7 +278,7 @@ def _loss_fn(pair: _Pair, alpha: float, torch):
 
 
 def _metric(model, ctx) -> Optional[float]:
-    from compress.torch_eval import torch_metric
+    from compress.model.torch_eval import torch_metric
     result = torch_metric(model, ctx)
     return None if result is None else result["value"]
 
@@ -314,7 +314,7 @@ def _train(pair: _Pair, data, alpha: float, ctx, torch) -> tuple[object, list]:
 @register(Distill)
 def run(artifact, config: Distill, ctx) -> list[Output]:
     torch = require("torch", "distill")
-    from compress.torch_artifacts import save_torch_model
+    from compress.model.torch_artifacts import save_torch_model
     data = ctx.require_dataset("train", "distill").samples("distill")
     teacher, described = _teacher(config, ctx)
     student, factory, kwargs = _student(config, artifact, ctx)

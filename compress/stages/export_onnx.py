@@ -6,10 +6,10 @@ from typing import Literal
 import numpy as np
 from pydantic import Field, PositiveFloat, PositiveInt
 
-from compress.artifacts import Output
+from compress.core.artifacts import Output
 from compress.errors import ModelError
-from compress.lazy import require
-from compress.parity import parity_inputs, torch_outputs
+from compress.core.lazy import require
+from compress.model.parity import parity_inputs, torch_outputs
 from compress.stagebase import StageConfig, register
 
 

@@ -6,10 +6,10 @@ from typing import Literal, Optional
 
 from pydantic import Field, PositiveFloat, PositiveInt
 
-from compress.artifacts import Output
+from compress.core.artifacts import Output
 from compress.errors import ModelError
-from compress.lazy import require
-from compress.parity import parity_inputs
+from compress.core.lazy import require
+from compress.model.parity import parity_inputs
 from compress.stagebase import StageConfig, register
 
 
@@ -41,7 +41,7 @@ class ExportOpenVino(StageConfig):
 @register(ExportOpenVino)
 def run(artifact, config: ExportOpenVino, ctx) -> list[Output]:
     require("openvino", "export.openvino")
-    from compress.model_run import run_feeds
+    from compress.model.run import run_feeds
     from export.onnx import parity
     from export.openvino import convert
 

@@ -6,12 +6,12 @@ from typing import Literal, Optional, Union
 
 from pydantic import Field, PositiveInt, model_validator
 
-from compress.artifacts import Output
+from compress.core.artifacts import Output
 from compress.errors import ModelError
-from compress.lazy import require
+from compress.core.lazy import require
 from compress.quant.schemes import bias_method
 from compress.stagebase import StageConfig, register
-from compress.parity import parity_inputs, torch_outputs
+from compress.model.parity import parity_inputs, torch_outputs
 from export import presets
 
 PRECISION = {"fp32": "fp32", "fp16": "fp16", "dynamic-int8": "int8-dynamic", "int8": "int8"}

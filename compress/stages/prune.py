@@ -15,14 +15,14 @@ from typing import Literal, Optional
 import numpy as np
 from pydantic import Field, PositiveInt, model_validator
 
-from compress.artifacts import Output
+from compress.core.artifacts import Output
 from compress.errors import ModelError
-from compress.lazy import require
-from compress.model_stats import forward_with_hooks, model_stats, weight_layers
-from compress.sparsity import apply_masks, magnitude_masks, nm_masks
+from compress.core.lazy import require
+from compress.model.stats import forward_with_hooks, model_stats, weight_layers
+from compress.model.sparsity import apply_masks, magnitude_masks, nm_masks
 from compress.stagebase import StageConfig, register
-from compress.torch_eval import torch_metric
-from compress.training import TrainSettings, check_labels, train
+from compress.model.torch_eval import torch_metric
+from compress.model.training import TrainSettings, check_labels, train
 
 MAGNITUDE_NOTE = ("unstructured zeros shrink the compressed (zip/gzip) model file but not "
                   "latency on dense runtimes, which multiply the zeros like any weight")
@@ -292,7 +292,7 @@ def run(artifact, config: Prune, ctx) -> list[Output]:
         raise ModelError(f"prune takes a torch model but got {artifact.format} artifact "
                          f"{artifact.id}; put prune before `export.onnx`")
     torch = require("torch", "prune")
-    from compress.torch_artifacts import save_torch_model
+    from compress.model.torch_artifacts import save_torch_model
     teacher = ctx.torch_model(artifact)  # the source's shared module: read, never modified
     model = copy.deepcopy(teacher).eval()
     example = [torch.zeros(d.shape, dtype=getattr(torch, d.dtype)) for d in ctx.inputs]

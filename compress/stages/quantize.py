@@ -11,9 +11,9 @@ from typing import Annotated, Optional, Union
 
 from pydantic import Field
 
-from compress.artifacts import Output
+from compress.core.artifacts import Output
 from compress.errors import ModelError
-from compress.lazy import require
+from compress.core.lazy import require
 from compress.quant.onnx_prep import opset_for, static_shapes
 from compress.quant.ort_int8 import (op_histogram, preprocess, qdq_summary,
                                      quantize_dynamic_int8, quantize_static_qdq,
@@ -96,7 +96,7 @@ def _torch_module(node) -> Optional[str]:
 
 def _accuracy_aware(quantize_one, source: Path, target: Path, config, ctx) -> dict:
     from compress.quant.accuracy_aware import keep, search
-    from compress.quant.onnx_file import header_model
+    from compress.model.onnx_file import header_model
 
     require("onnx", "quantize")
     kinds = SCHEMES[config.scheme].searchable

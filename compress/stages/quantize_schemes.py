@@ -9,7 +9,7 @@ from typing import ClassVar, Literal, Optional, Union
 from pydantic import Field, NonNegativeFloat, PositiveInt, field_validator, model_validator
 
 from compress.stagebase import StageConfig
-from compress.training import TrainSettings
+from compress.model.training import TrainSettings
 from export import presets
 
 

@@ -16,9 +16,9 @@ from run import SAMPLES  # noqa: E402,F401  (puts the corpus on the path)
 from stage_time import _subject  # noqa: E402
 
 import compress  # noqa: E402
-from compress.checks import resolve_inputs  # noqa: E402
-from compress.data import load_dataset  # noqa: E402
-from compress.model_run import run_feeds  # noqa: E402
+from compress.runner.checks import resolve_inputs  # noqa: E402
+from compress.data.feeds import load_dataset  # noqa: E402
+from compress.model.run import run_feeds  # noqa: E402
 from compress.quant import int8_steps  # noqa: E402
 from runtimes.metrics import feed_fidelity  # noqa: E402
 

@@ -28,8 +28,8 @@ from stage_time import _subject  # noqa: E402
 
 import compress  # noqa: E402
 from by_hand import quantize_by_hand  # noqa: E402
-from compress.checks import resolve_inputs  # noqa: E402
-from compress.data import load_dataset  # noqa: E402
+from compress.runner.checks import resolve_inputs  # noqa: E402
+from compress.data.feeds import load_dataset  # noqa: E402
 from compress.quant import swish_equalize  # noqa: E402
 from compress.quant.int8_steps import channel_ranges  # noqa: E402
 

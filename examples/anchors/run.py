@@ -26,10 +26,10 @@ from tools import convolutions, guarded, quantize_aeq_defaults, quantize_nncf  #
 
 import compress  # noqa: E402
 from by_hand import quantize_by_hand  # noqa: E402
-from compress.artifacts import sha256_file  # noqa: E402
-from compress.checks import resolve_inputs  # noqa: E402
-from compress.data import load_dataset  # noqa: E402
-from compress.model_run import run_feeds  # noqa: E402
+from compress.core.artifacts import sha256_file  # noqa: E402
+from compress.runner.checks import resolve_inputs  # noqa: E402
+from compress.data.feeds import load_dataset  # noqa: E402
+from compress.model.run import run_feeds  # noqa: E402
 from runtimes.metrics import evaluate, feed_fidelity  # noqa: E402
 
 OUT = REPO / "runs" / "anchors"

@@ -30,8 +30,8 @@ def one_run(name: str) -> dict:
 
     import compress
     from by_hand import quantize_by_hand
-    from compress.checks import resolve_inputs
-    from compress.data import load_dataset
+    from compress.runner.checks import resolve_inputs
+    from compress.data.feeds import load_dataset
     subject = _subject(name)
     with tempfile.TemporaryDirectory() as folder:
         pipeline = compress.pipeline(name="stage-ab", output=folder,

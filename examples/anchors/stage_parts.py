@@ -19,8 +19,8 @@ import time
 from stage_time import SAMPLES, _subject  # noqa: E402  (puts the corpus on the path)
 
 import compress  # noqa: E402
-from compress.checks import resolve_inputs  # noqa: E402
-from compress.data import load_dataset  # noqa: E402
+from compress.runner.checks import resolve_inputs  # noqa: E402
+from compress.data.feeds import load_dataset  # noqa: E402
 from compress.quant import float_pass  # noqa: E402
 from compress.quant.int8_steps import spread  # noqa: E402
 from compress.quant.rounding import round_weights  # noqa: E402

@@ -29,9 +29,9 @@ from run import OUT, SAMPLES, conformance  # noqa: E402  (puts the corpus on the
 import compress  # noqa: E402
 from anchors import ANCHORS  # noqa: E402
 from by_hand import quantize_by_hand  # noqa: E402
-from compress.checks import resolve_inputs  # noqa: E402
-from compress.data import load_dataset  # noqa: E402
-from compress.model_run import run_feeds  # noqa: E402
+from compress.runner.checks import resolve_inputs  # noqa: E402
+from compress.data.feeds import load_dataset  # noqa: E402
+from compress.model.run import run_feeds  # noqa: E402
 from runtimes.metrics import feed_fidelity  # noqa: E402
 
 

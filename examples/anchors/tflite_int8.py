@@ -20,9 +20,9 @@ from anchors import ANCHORS, TFLITE_FP32, TFLITE_INT8  # noqa: E402
 from tools import quantize_aeq_defaults  # noqa: E402
 
 import compress  # noqa: E402
-from compress.checks import resolve_inputs  # noqa: E402
-from compress.data import load_dataset  # noqa: E402
-from compress.model_run import run_feeds  # noqa: E402
+from compress.runner.checks import resolve_inputs  # noqa: E402
+from compress.data.feeds import load_dataset  # noqa: E402
+from compress.model.run import run_feeds  # noqa: E402
 from compress.quant.schemes import bias_method  # noqa: E402
 from compress.quant.tflite_int8 import Int8Settings, label, make_candidates  # noqa: E402
 from compress.stages.export_tflite import ExportTflite  # noqa: E402

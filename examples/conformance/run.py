@@ -30,9 +30,9 @@ from by_hand import outputs_of, quantize_by_hand  # noqa: E402
 from corpus import CORPUS, Entry  # noqa: E402
 from table import render, render_document  # noqa: E402
 
-from compress.artifacts import sha256_file  # noqa: E402
-from compress.checks import resolve_inputs  # noqa: E402
-from compress.data import load_dataset  # noqa: E402
+from compress.core.artifacts import sha256_file  # noqa: E402
+from compress.runner.checks import resolve_inputs  # noqa: E402
+from compress.data.feeds import load_dataset  # noqa: E402
 from runtimes.feeds import write_feeds  # noqa: E402
 from runtimes.metrics import evaluate, feed_fidelity  # noqa: E402
 from runtimes.measure import summarize_latencies  # noqa: E402

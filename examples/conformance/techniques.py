@@ -34,8 +34,8 @@ from by_hand import outputs_of, quantize_by_hand  # noqa: E402
 from corpus import CORPUS, INT8  # noqa: E402
 from run import OUT as CONFORMANCE, slug  # noqa: E402
 
-from compress.checks import resolve_inputs  # noqa: E402
-from compress.data import load_dataset  # noqa: E402
+from compress.runner.checks import resolve_inputs  # noqa: E402
+from compress.data.feeds import load_dataset  # noqa: E402
 from compress.quant import bias_correction, equalize, fast_bias, float_pass, ranges  # noqa: E402
 from compress.quant.onnx_prep import opset_for  # noqa: E402
 from compress.quant.ort_int8 import preprocess, quantize_static_qdq  # noqa: E402

@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import compress  # noqa: E402
-from compress.config import TargetSpec, load_pipeline  # noqa: E402
+from compress.config.pipeline import TargetSpec, load_pipeline  # noqa: E402
 from tests.sshd_server import pull_the_plug, runner_under, start_fleet  # noqa: E402
 from ssh_loopback import require_quickstart_model  # noqa: E402  (its neighbour here)
 

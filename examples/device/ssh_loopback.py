@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 import compress  # noqa: E402
-from compress.config import TargetSpec, load_pipeline  # noqa: E402
+from compress.config.pipeline import TargetSpec, load_pipeline  # noqa: E402
 from tests.sshd_server import start_sshd  # noqa: E402  (the test suite's loopback sshd)
 
 

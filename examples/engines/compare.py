@@ -35,9 +35,9 @@ from run import OUT, conformance  # noqa: E402  (the anchors' run.py, before anc
 from anchors import REPO, chosen  # noqa: E402
 
 import compress  # noqa: E402
-from compress.checks import resolve_inputs  # noqa: E402
-from compress.data import load_dataset  # noqa: E402
-from compress.model_run import run_feeds  # noqa: E402
+from compress.runner.checks import resolve_inputs  # noqa: E402
+from compress.data.feeds import load_dataset  # noqa: E402
+from compress.model.run import run_feeds  # noqa: E402
 from runtimes import engines  # noqa: E402
 from runtimes.metrics import feed_fidelity  # noqa: E402
 from runtimes.placement import node_flops  # noqa: E402

@@ -116,7 +116,7 @@ Now:
   graph with the large weights as graph inputs (their bytes are checked by onnxruntime
   loading the model right after);
 - the source copy is written file to file, one tensor at a time
-  (`compress/onnx_compat.copy_onnx`, `compress/quant/onnx_file.py`), byte for byte the
+  (`compress/onnx_compat.copy_onnx`, `compress/model/onnx_file.py`), byte for byte the
   file `load_onnx` + `save_onnx` wrote before (the same artifact and digest);
 - from `STREAMING_BYTES` (512 MiB) of weights the quantize stage takes the
   tensor-by-tensor path (`compress/quant/streamed*.py`): the graph is read without its
@@ -136,7 +136,7 @@ int8-static's calibration session.
 
 - It makes the graph onnxruntime's quantizers make for MatMul and Gemm layers (and ReLU
   after them for int8-static, Gather embeddings for int4), node for node; the tests
-  (`tests/compress/test_large_model.py`) check that its outputs equal the in-memory
+  (`tests/compress/quant/test_large_model.py`) check that its outputs equal the in-memory
   path's, number for number. Other ops those quantizers would touch stay float: Conv,
   Gather and Attention for int8-dynamic; Conv, Add, Reshape and the other QDQ ops for
   int8-static; layers inside subgraphs (If, Loop).

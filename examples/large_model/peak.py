@@ -23,10 +23,10 @@ from pathlib import Path
 
 # (module, attribute) of the steps worth telling apart; a name a module lacks is skipped
 STEPS = (
-    ("compress.model_source", "onnx_graph"),
-    ("compress.onnx_errors", "check_runs"),
-    ("compress.runner", "write_source"),
-    ("compress.artifacts", "sha256_file"),
+    ("compress.model.source", "onnx_graph"),
+    ("compress.model.onnx_errors", "check_runs"),
+    ("compress.runner.run", "write_source"),
+    ("compress.core.artifacts", "sha256_file"),
     ("compress.stages.quantize", "op_histogram"),
     ("compress.stages.quantize", "opset_for"),
     ("compress.stages.quantize", "preprocess"),
@@ -37,8 +37,8 @@ STEPS = (
     ("compress.quant.int4", "weight_precision"),
     ("compress.quant.streamed", "quantize_streamed"),
     ("compress.quant.streamed", "finish"),
-    ("compress.context.RunContext", "reference_outputs"),
-    ("compress.measuring", "measure_in_subprocess"),
+    ("compress.runner.context.RunContext", "reference_outputs"),
+    ("compress.measure.client", "measure_in_subprocess"),
 )
 
 

@@ -1,6 +1,6 @@
 """What the Ray trial scheduler costs per trial, with fake trials.
 
-The scheduling is the search's own (compress.executors.ray_trials: cluster_for, Flight
+The scheduling is the search's own (compress.search.ray_trials: cluster_for, Flight
 and run_ray's loop, `drive`; a RayExecutor config); only the trial is fake. Its
 "compression" is a Ray task declaring cpus_per_trial CPUs that sleeps --work-ms, and its
 "measurement" a sleep of --measure-ms here. By default the measurements are on this node,
@@ -30,8 +30,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from compress.config_executor import RayExecutor  # noqa: E402  (this checkout's)
-from compress.executors.ray_trials import Flight, cluster_for, drive  # noqa: E402
+from compress.config.executor import RayExecutor  # noqa: E402  (this checkout's)
+from compress.search.ray_trials import Flight, cluster_for, drive  # noqa: E402
 
 
 def fake_trial(index: int, work_s: float = 0.0) -> dict:

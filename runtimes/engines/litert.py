@@ -5,11 +5,10 @@ delegate's options (`Settings.delegate_options`); XNNPACK's weight cache in a di
 (`Settings.xnnpack_weight_cache`), through LiteRT's CompiledModel API."""
 from __future__ import annotations
 
-from runtimes.engines import Engine, Settings, option_text, register
+from runtimes.engines.base import GPU_DELEGATE, Engine, Settings, option_text, register
 from runtimes.errors import RuntimeInputError
 
 
-GPU_DELEGATE = "gpu"   # the `delegate` value that picks LiteRT's GPU accelerator
 
 
 def _compiled(settings: Settings) -> bool:

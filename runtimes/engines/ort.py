@@ -2,7 +2,7 @@
 (`Settings.providers`, in priority order; the CPU provider takes what they leave)."""
 from __future__ import annotations
 
-from runtimes.engines import Engine, Settings, option_text, register
+from runtimes.engines.base import Engine, Settings, option_text, register
 from runtimes.errors import RuntimeInputError
 
 CPU_PROVIDER = "CPUExecutionProvider"   # takes what the others leave: no accelerator

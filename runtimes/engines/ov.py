@@ -3,7 +3,7 @@ default) with `Settings.precision` as its inference precision (f32 by default: o
 with bf16 support OpenVINO's own default would run a float model in bf16)."""
 from __future__ import annotations
 
-from runtimes.engines import Engine, Settings, register
+from runtimes.engines.base import Engine, Settings, register
 from runtimes.openvino_session import PRECISIONS, SUFFIXES
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from tests.compress.test_int8_techniques import _quantize, tiny  # noqa: F401
+from tests.compress.quant.test_int8_techniques import _quantize, tiny  # noqa: F401
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "examples" / "anchors"))
 import quantizers  # noqa: E402

@@ -3,7 +3,7 @@
 import pytest
 
 import compress
-from compress.config import parse_pipeline
+from compress.config.pipeline import parse_pipeline
 from compress.errors import ConfigError
 from tests.conftest import assert_only_finished_stages, pipeline_dict, run_cli, write_pipeline
 

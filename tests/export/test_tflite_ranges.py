@@ -9,7 +9,7 @@ import pytest
 pytest.importorskip("ai_edge_quantizer", reason="ai-edge-quantizer is not installed")
 
 from export.tflite import _calibrated, output_extremes, signature_inputs  # noqa: E402
-from tests.compress.test_tflite_bias_correction import _digits  # noqa: E402
+from tests.compress.quant.test_tflite_bias_correction import _digits  # noqa: E402
 
 FLOAT = Path(__file__).resolve().parents[1] / "fixtures" / "digits_cnn_fp32.tflite"
 

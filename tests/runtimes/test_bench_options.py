@@ -1,5 +1,5 @@
 """What the runner's option and inputs checks still accept (the refusals are cases of
-tests/compress/test_bad_input_runner.py)."""
+tests/compress/runner/test_bad_input_runner.py)."""
 from __future__ import annotations
 
 import json

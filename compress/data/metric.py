@@ -1,0 +1,65 @@
+"""The pipeline's metric on a model's outputs over the evaluation feeds: accuracy,
+fidelity (runtimes.metrics, the same code the device runs) or the user's own function.
+
+A custom metric `fn(predictions, references) -> float` gets, per evaluation feed, the
+variant's outputs as {output name: array} (named as the source model names its outputs,
+matched by position) and the references: the feed's labels where the data has them (a
+dict; an array label as {"labels": array}), else the original model's outputs.
+"""
+from __future__ import annotations
+
+import math
+
+from compress.errors import DataError
+from compress.core.imports import import_callable
+from runtimes.metrics import evaluate
+
+
+def _labelled(label) -> dict:
+    return dict(label) if isinstance(label, dict) else {"labels": label}
+
+
+def custom_function(metric, pipeline):
+    function = metric.function
+    if isinstance(function, str):
+        function = import_callable(function, pipeline.base_dir, DataError, "data.metric.function")
+    return function
+
+
+def call_custom(function, label: str, predictions: list, references: list) -> float:
+    """The user's metric, with what it returns checked: one finite number."""
+    try:
+        value = function(predictions, references)
+    except (Exception, SystemExit) as exc:  # user code (sys.exit too)
+        raise DataError(f"data.metric.function {label} raised {type(exc).__name__}: "
+                        f"{' '.join(str(exc).split())[:300]}") from exc
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = None
+    if number is None or isinstance(value, bool) or not math.isfinite(number):
+        raise DataError(f"data.metric.function {label} returned {value!r}; it must return "
+                        "one finite number (e.g. a float)")
+    return number
+
+
+def score_outputs(ctx, outputs: list[list]) -> dict:
+    """{name, value, details} of per-feed `outputs` on the evaluation data."""
+    metric, data = ctx.metric(), ctx.require_dataset("evaluation", "the metric")
+    names = ctx.reference_names()
+    if metric.type == "custom":
+        label = metric.function if isinstance(metric.function, str) else "(a Python function)"
+        predictions = [dict(zip(names, feed)) for feed in outputs]
+        references = ([_labelled(label_) for label_ in data.labels] if data.labels is not None
+                      else [dict(zip(names, feed)) for feed in ctx.reference_outputs()])
+        value = call_custom(custom_function(metric, ctx.pipeline), label, predictions,
+                            references)
+        return {"name": "custom", "value": value, "details": {"function": label}}
+    try:
+        if metric.type == "accuracy":
+            return evaluate(outputs, metric="accuracy", labels=list(data.labels),
+                            reference=ctx.reference_outputs(), names=names)
+        return evaluate(outputs, metric="fidelity", reference=ctx.reference_outputs(),
+                        names=names, primary=metric.primary, pairs=metric.pairs)
+    except ValueError as exc:
+        raise DataError(f"data.evaluation: the {metric.type} metric: {exc}") from None

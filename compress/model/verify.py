@@ -1,0 +1,27 @@
+"""Every model a stage makes must load and run one call on the engine that will measure
+it, before it is committed: a file onnxruntime or LiteRT refuses is reported by the stage
+that made it, naming the op or opset at fault, never later by the benchmark."""
+from __future__ import annotations
+
+from compress.errors import ModelError
+
+
+def _run_tflite(path, feed: dict, nhwc: bool, what: str) -> None:
+    from compress.model.run import run_feeds
+    from runtimes.errors import RuntimeInputError
+    try:
+        run_feeds(path, None, [feed], nhwc=nhwc)
+    except (RuntimeInputError, ValueError, RuntimeError) as exc:
+        raise ModelError(f"{what} made a TFLite model that LiteRT cannot run: "
+                         f"{' '.join(str(exc).split())[:400]}") from None
+
+
+def verify_outputs(outputs, ctx, what: str) -> None:
+    """Load and run the first feed through each ONNX or TFLite output of a stage."""
+    feed = ctx.sample_feeds(1)[0][0]
+    for output in outputs:
+        if output.format == "onnx":
+            from compress.model.onnx_errors import check_runs
+            check_runs(output.path, [feed], f"{what} made a model that")
+        elif output.format == "tflite":
+            _run_tflite(output.path, feed, output.meta.get("channels_last", False), what)

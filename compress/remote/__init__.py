@@ -1,5 +1,0 @@
-"""Benchmark targets on other machines, reached over SSH (see host.py and ssh.py)."""
-from compress.remote.host import RemoteHost, RemoteSpec
-from compress.remote.ssh import Address, SshSettings, parse_address
-
-__all__ = ["RemoteHost", "RemoteSpec", "SshSettings", "Address", "parse_address"]

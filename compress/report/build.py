@@ -1,0 +1,89 @@
+"""report.json (for machines and CI gates) and report.md (for people)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from compress.core.artifacts import write_json_atomic
+from compress.report.gains import gains
+from compress.report.md import render_markdown
+from compress.report.notes import mark_noisy, unmeasured_reasons
+from profiles import NO_METER
+
+__all__ = ["build_report", "render_markdown", "write_reports"]
+
+
+def _fits(verdicts, benchmarks: list[dict]) -> list[dict]:
+    rows = []
+    for bench in benchmarks:
+        mine = [v for v in verdicts if v.artifact == bench["artifact"] and v.target == bench["target"]]
+        statuses = {v.status for v in mine}
+        failed = [v.metric for v in mine if v.status == "fail"]
+        if failed:
+            answer = "no: over budget on " + ", ".join(failed)
+        elif "off-target" in statuses:
+            answer = "unknown: measured off the device (" + next(
+                v.reason for v in mine if v.status == "off-target") + ")"
+        elif "unmeasured" in statuses:
+            answer = "yes, except unmeasured: " + ", ".join(
+                v.metric for v in mine if v.status == "unmeasured")
+        else:
+            answer = "yes" if mine else "no budget"
+        unmetered = [v.metric for v in mine if v.status == NO_METER]
+        if unmetered and not failed:  # judged only where a meter is (power.required: false)
+            answer += f" ({', '.join(unmetered)}: no meter here)"
+        rows.append({"artifact": bench["artifact"], "target": bench["target"],
+                     "baseline": bench["baseline"], "fits": answer})
+    return rows
+
+
+def build_report(pipeline, manifest: dict, artifacts, benchmarks, verdicts, models, *,
+                 gated: set, passed: bool, strict: bool, skipped: list[dict] = (),
+                 cleanup_warnings: list[str] = (), engine_baselines: list[dict] = ()) -> dict:
+    """`skipped`: artifact x target pairs not measured, with the reason;
+    `engine_baselines`: the baselines' runs on the targets' other engines."""
+    # an unmeasured pair's reason is in unmeasured_reasons, once per target
+    fits = _fits(verdicts, benchmarks) + [
+        {"artifact": s["artifact"], "target": s["target"], "baseline": s.get("baseline", False),
+         "fits": "unknown, unmeasured" if s.get("unmeasured") else "not measured: " + s["reason"]}
+        for s in skipped]
+    mark_noisy([*benchmarks, *engine_baselines])
+    return {
+        "pipeline": {"name": pipeline.name, "config_sha256": manifest["config_sha256"]},
+        "manifest": manifest,
+        "artifacts": [a.to_dict() for a in artifacts],
+        "models": models,
+        "benchmarks": benchmarks,
+        "engine_baselines": list(engine_baselines),
+        "gains": gains(benchmarks, engine_baselines),
+        "verdicts": [v.to_dict() for v in verdicts],
+        "fits": fits,
+        "unmeasured_reasons": unmeasured_reasons([v.to_dict() for v in verdicts]),
+        "gated_targets": sorted(gated),
+        "strict": strict,
+        "passed": passed,
+        "cleanup_warnings": list(cleanup_warnings),
+    }
+
+
+def write_reports(run_dir: Path, report: dict, page: bool = True) -> None:
+    """report.json, manifest.json, report.md and (`page`) report.html: a search's trials
+    leave the page to the search's own report, which shows them all."""
+    write_json_atomic(run_dir / "report.json", report)
+    write_json_atomic(run_dir / "manifest.json", report["manifest"])
+    tmp = run_dir / ".report.md.tmp"
+    tmp.write_text(render_markdown(report))
+    tmp.replace(run_dir / "report.md")
+    if not page:
+        return
+    from compress.errors import MissingDependency
+    try:
+        from compress.report.html import render_html
+        page = render_html(report)
+    except MissingDependency:
+        # plotly is the optional report extra: report.json and report.md stand on their
+        # own, and a page left by an earlier run would contradict them
+        (run_dir / "report.html").unlink(missing_ok=True)
+        return
+    tmp = run_dir / ".report.html.tmp"
+    tmp.write_text(page, encoding="utf-8")
+    tmp.replace(run_dir / "report.html")

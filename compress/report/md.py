@@ -1,0 +1,168 @@
+"""report.md: the report for people. Every text from a user or a library (ids, names,
+reasons, errors, paths) goes through md(), so none can break a table or format text."""
+from __future__ import annotations
+
+from compress.report.mdtext import fmt, md
+from compress.report.recommend_md import recommendation_lines
+from compress.report.md_tables import (artifact_table, benchmark_table, model_table,
+                                       placement_table, quantization_details)
+from compress.report.fleet import fleet_lines
+from compress.report.notes import NO_NUMBER, how_measured, machine_text, reason_groups
+from profiles import NO_METER
+
+_BUDGET_UNITS = {"latency_p90_ms": "ms", "peak_memory_mb": "MB", "model_size_mb": "MB",
+                 "energy_mj": "mJ", "power_w": "W", "accuracy_drop": ""}
+NOTE = "†"   # marks a row whose budgets without a number are explained under the table
+NOISY_ADVICE = "close other programs or raise benchmark.runs/rounds"
+
+
+def _noted_pairs(report: dict) -> set:
+    return {(v["artifact"], v["target"]) for v in report["verdicts"] if v["status"] in NO_NUMBER}
+
+
+def reason_lines(report: dict) -> list[str]:
+    """Why budgets have no number, said once per target (the rows only carry NOTE)."""
+    lines = []
+    for group in reason_groups(report["verdicts"]):
+        what = ("not judged (no meter here)" if group["status"] == NO_METER else "unmeasured")
+        where = ("every variant" if group["every"] else
+                 ", ".join(md(a) for a in group["artifacts"]))
+        lines.append(f"- {NOTE} {md(group['target'])}: {md(', '.join(group['budgets']))} "
+                     f"{what} on {where}: {md(group['reason'])}")
+    return ["", *lines] if lines else []
+
+
+def _fits_table(report: dict) -> list[str]:
+    noted = _noted_pairs(report)
+    lines = ["| target | artifact | fits |", "|---|---|---|"]
+    lines += [f"| {md(f['target'])} | {md(f['artifact'])}{' (baseline)' if f['baseline'] else ''}"
+              f" | {md(f['fits'])}{NOTE if (f['artifact'], f['target']) in noted else ''} |"
+              for f in report["fits"]]
+    return lines + reason_lines(report)
+
+
+def _verdict_table(report: dict) -> list[str]:
+    lines = ["| target | artifact | budget | limit | value | verdict |", "|---|---|---|---:|---:|---|"]
+    for v in report["verdicts"]:
+        unit = _BUDGET_UNITS.get(v["metric"], "")
+        if v["status"] in NO_NUMBER:   # its reason is said once, under the table
+            status = v["status"] + NOTE
+        else:
+            status = v["status"] + (f" ({md(v['reason'])})" if v["reason"] else "")
+        lines.append(f"| {md(v['target'])} | {md(v['artifact'])} | {md(v['metric'])} | "
+                     f"{v['budget']:g} {unit} | {fmt(v['value'], 4)} | {status} |")
+    if _noted_pairs(report):
+        lines += ["", f"{NOTE} Why these have no number is said once per target under "
+                  "\"Which variant fits which device\"."]
+    return lines
+
+
+def _hottest(snapshot: dict) -> float | None:
+    temps = [zone["temp_c"] for zone in (snapshot.get("thermal") or {}).values()
+             if zone.get("temp_c") is not None]
+    return max(temps) if temps else None
+
+
+def _conditions_summary(conditions: dict | None) -> str:
+    """'governor schedutil, hottest zone 47.5 -> 49.0 °C, nvpmodel MAXN, jetson_clocks on'."""
+    if not conditions:
+        return ""
+    before, after = conditions.get("before") or {}, conditions.get("after") or {}
+    parts = []
+    if before.get("governors"):
+        parts.append(f"governor {md('/'.join(before['governors']))}")
+    start, end = _hottest(before), _hottest(after)
+    if start is not None and end is not None:
+        parts.append(f"hottest zone {start:.1f} -> {end:.1f} °C")
+    if before.get("nvpmodel"):
+        parts.append(f"nvpmodel {md(before['nvpmodel']['mode'])}")
+    if before.get("jetson_clocks"):
+        parts.append(f"jetson_clocks {'on' if before['jetson_clocks']['on'] else 'off'} "
+                     "(inferred)")
+    if conditions.get("cpu_affinity"):
+        parts.append(f"on CPUs {md(conditions['cpu_affinity'])}")
+    return f"; {', '.join(parts)}" if parts else ""
+
+
+def _target_line(b: dict) -> str:
+    machine = machine_text(b["measured_on"], md)
+    power = b.get("power")
+    rate = (f", {power['sample_rate_hz']:.1f} samples/s" if power and
+            power.get("sample_rate_hz") else "")
+    meter = (f"power meter {md(power['meter'])} ({md(power['detail'])}{rate})" if power else
+             f"energy unmeasured: {md(b.get('energy_note') or 'no power meter')}")
+    emulated = (f" **Emulated ({md(b['emulated'])}): timings are not the device's and are "
+                "never checked against its budget.**" if b.get("emulated") else "")
+    return (f"- **{md(b['target'])}**: {machine}, {how_measured(b.get('remote'), md)}; {meter}"
+            f"{_conditions_summary(b.get('conditions'))}.{emulated}")
+
+
+def _where_measured(report: dict) -> list[str]:
+    """One line per target: which machine measured it, how (SSH costs), power meter, then
+    conditions worth a warning and measurements too noisy to trust."""
+    lines, seen = [], set()
+    measured = [*report["benchmarks"], *(b for b in report.get("engine_baselines") or []
+                                         if b.get("latency_ms"))]
+    for b in report["benchmarks"]:
+        if b["target"] in seen:
+            continue
+        seen.add(b["target"])
+        lines.append(_target_line(b))
+        mine = [x for x in measured if x["target"] == b["target"]]
+        warnings = sorted({w for x in mine
+                           for w in ((x.get("conditions") or {}).get("warnings") or [])})
+        lines += [f"  - warning: {md(w)}" for w in warnings]
+        lines += [f"  - warning: {md(x['target'])} {md(x['artifact'])}"
+                  f"{' on ' + md(x['engine']) if x.get('comparison') else ''}: noisy "
+                  f"measurement ({x['noisy']}): {NOISY_ADVICE}" for x in mine if x.get("noisy")]
+    lines += [f"- warning: {md(w)}" for w in report.get("cleanup_warnings", [])]
+    return lines
+
+
+def _threads_text(threads: dict) -> str:
+    def used(value) -> str:
+        if value is None:
+            return "— (nothing measured)"
+        if isinstance(value, list):
+            return f"{' and '.join(map(str, value))} (not the same in every measurement)"
+        return str(value)
+    return ", ".join(f"{md(target)} {used(value)}" for target, value in threads.items()) or "—"
+
+
+def _manifest_lines(report: dict) -> list[str]:
+    m = report["manifest"]
+    host = m["host"]
+    return [f"- packages: {md(', '.join(f'{k} {v}' for k, v in m['packages'].items() if v))}",
+            f"- host: {md(host['hostname'])}, {md(host['arch'])}, {md(host['cpu'])}, "
+            f"{host['cores']} cores, flags {md(' '.join(host['cpu_flags'])) or '—'}",
+            f"- threads the measurements ran with, per target: {_threads_text(m['threads'])} "
+            f"(the profile's runtime.threads, capped at the measuring machine's cores); "
+            f"seed {m['seed']}",
+            f"- config sha256 {m['config_sha256']}; source model sha256 "
+            f"{m['source_model_sha256']}", ""]
+
+
+def render_markdown(report: dict) -> str:
+    details = quantization_details(report)
+    details = ["## Quantization details", "", *details] if details else []
+    verdict = "PASSED" if report["passed"] else "FAILED"
+    strict = (" (strict: unmeasured and off-target count as failures; no-meter does not)"
+              if report["strict"] else "")
+    lines = [f"# {md(report['pipeline']['name'])}: {verdict}", "", *recommendation_lines(report),
+             f"Gated targets: {md(', '.join(report['gated_targets'])) or 'none'}{strict}."
+             " The baseline (the model as given, exported in each engine's format) is measured for "
+             "comparison and is not gated.", "",
+             "## Which variant fits which device", "", *_fits_table(report), "",
+             "## What each stage did to the model", "", *model_table(report), "",
+             "## Artifacts", "", *artifact_table(report), "",
+             *details,
+             "## Where each target was measured", "", *_where_measured(report), "",
+             *fleet_lines(report),
+             "## Benchmarks (batch as declared)", "",
+             *benchmark_table(report), "",
+             "peak MB is the benchmark process's peak resident memory; (model) is that minus "
+             "the interpreter and runtime library before the model was loaded.", "",
+             *placement_table(report),
+             "## Verdicts", "", *_verdict_table(report), "",
+             "## Manifest", "", *_manifest_lines(report)]
+    return "\n".join(lines)

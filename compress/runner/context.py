@@ -1,0 +1,161 @@
+"""What a stage can reach while it runs: the pipeline, data, models, its output folder."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from compress.core.artifacts import Artifact
+from compress.config.pipeline import Metric, Pipeline
+from compress.data.feeds import Dataset, load_dataset
+from compress.errors import DataError, ModelError
+from compress.runner.progress import Progress
+
+
+@dataclass
+class RunContext:
+    pipeline: Pipeline
+    progress: Progress
+    run_dir: Path
+    out_dir: Optional[Path] = None            # the running stage's private folder
+    source_model: object = None               # the torch module as given, if any
+    source_artifact: Optional[Artifact] = None
+    targets: list = field(default_factory=list)  # [(target name, Profile)]
+    committed: list = field(default_factory=list)  # stage folders this run wrote
+    fleets: dict = field(default_factory=dict)  # {target name: executors.fleet.Fleet}
+    cleanup_warnings: list = field(default_factory=list)  # what a device kept after a run
+    stage_cache: Optional[Path] = None        # stages shared by every run (stage_cache.py)
+    measured: Optional[dict] = None           # a search's measurements, reused by its trials
+    trial: bool = False                       # a search's trial: no page, no history of its own
+    compress_only: bool = False               # stages and baselines only (a Ray task)
+    _datasets: dict = field(default_factory=dict)
+    _reference: object = None
+    _reference_names: object = None
+    _scratch: object = None   # a temporary folder, for a ModelProto before the run starts
+
+    @property
+    def inputs(self) -> tuple:
+        """The model's inputs (declared, or read from the file by the runner)."""
+        return self.pipeline.model.inputs
+
+    def dataset(self, role: str) -> Optional[Dataset]:
+        if role not in self._datasets:
+            self._datasets[role] = load_dataset(self.pipeline, role, self.inputs)
+        return self._datasets[role]
+
+    def require_dataset(self, role: str, purpose: str) -> Dataset:
+        data = self.dataset(role)
+        if data is None:
+            raise DataError(f"{purpose} needs data.{role} in the pipeline: a loader "
+                            f"(`{role}: module:function`) or an .npz file (`{role}: file.npz`)")
+        return data
+
+    def sample_feeds(self, count: int) -> tuple[list[dict], str]:
+        """Up to `count` feeds of calibration (else evaluation) data, else random inputs
+        of the declared shapes; with where they came from, for messages."""
+        for role in ("calibration", "evaluation"):
+            data = self.dataset(role)
+            if data is not None:
+                return data.take(count), f"data.{role}"
+        rng = np.random.default_rng(self.pipeline.seed)
+        return ([{d.name: _random(rng, d) for d in self.inputs} for _ in range(count)],
+                "random inputs (no data given)")
+
+    def metric(self) -> Metric:
+        """The configured metric, or accuracy when evaluation data has labels."""
+        if self.pipeline.data.metric is not None:
+            return self.pipeline.data.metric
+        data = self.dataset("evaluation")
+        labelled = data is not None and data.class_labels() is not None
+        return Metric(type="accuracy" if labelled else "fidelity")
+
+    def metric_baseline(self) -> float:
+        """The source model's own metric (its accuracy, the custom metric of its outputs,
+        or 1.0 for fidelity: the original agrees with itself). Drops are measured from it."""
+        if self.metric().type == "fidelity":
+            return 1.0
+        from compress.data.metric import score_outputs
+        return score_outputs(self, self.reference_outputs())["value"]
+
+    def score(self, model_path: Path, nhwc: bool = False) -> dict:
+        """The metric of an ONNX/TFLite file on the evaluation data, in this process."""
+        from compress.data.metric import score_outputs
+        from compress.model.run import run_feeds
+        data = self.require_dataset("evaluation", "the metric")
+        return score_outputs(self, run_feeds(model_path, self.inputs, list(data.feeds), nhwc))
+
+    def reference_outputs(self) -> list[list]:
+        """The source model's outputs on every evaluation feed (computed once)."""
+        if self._reference is None:
+            from compress.model.run import output_names, run_feeds
+            data = self.require_dataset("evaluation", "the metric")
+            model = self.source_model if self.source_model is not None else self.source_path()
+            self._reference = run_feeds(model, self.inputs, list(data.feeds))
+            self._reference_names = output_names(model, len(self._reference[0]))
+        return self._reference
+
+    def source_path(self) -> Path:
+        """The ONNX or TFLite source as a file: committed in the run directory, else as
+        given (before any work, when the preflight tries the user's metric on it)."""
+        if self.source_artifact is not None:
+            return self.path(self.source_artifact)
+        model = self.pipeline.model
+        given = model.onnx if model.onnx is not None else model.tflite
+        if isinstance(given, str):
+            return self.pipeline.resolve(given)
+        import tempfile
+        self._scratch = self._scratch or tempfile.TemporaryDirectory(prefix="edge-compress-")
+        path = Path(self._scratch.name) / "source.onnx"
+        if not path.is_file():  # an onnx.ModelProto given from Python
+            path.write_bytes(given.SerializeToString())
+        return path
+
+    def reference_names(self) -> list[str]:
+        """The source model's output names, in order."""
+        self.reference_outputs()
+        return self._reference_names
+
+    def path(self, artifact: Artifact) -> Path:
+        return self.run_dir / artifact.path
+
+    def torch_model(self, artifact: Artifact):
+        """The torch module of a torch artifact (a fresh copy for every call but the
+        source, which stages must not modify: they deep-copy it first)."""
+        if artifact.format != "torch":
+            raise ModelError(f"artifact {artifact.id} is {artifact.format}, not a torch model")
+        if self.source_artifact is not None and artifact.id == self.source_artifact.id \
+                and self.source_model is not None:
+            return self.source_model
+        from compress.model.torch_artifacts import load_torch_model
+        return load_torch_model(self.path(artifact), self.torch_factory(artifact))
+
+    def torch_factory(self, artifact: Artifact):
+        """What rebuilds the architecture a torch artifact was made from."""
+        from compress.core.imports import import_callable
+        from compress.model.source import source_factory
+        name = artifact.meta.get("factory")
+        if name is None:  # the source's own (a module or function given from Python)
+            return source_factory(self.pipeline)
+        factory = import_callable(name, self.pipeline.base_dir, ModelError,
+                                  f"artifact {artifact.id}")
+        kwargs = artifact.meta.get("kwargs", {})
+        return lambda: factory(**kwargs)
+
+
+# Random inputs stand in for data only to time and trace a model: far larger than any edge
+# model's input, a declared shape this big is a mistake, not a tensor to allocate.
+RANDOM_LIMIT_BYTES = 1 << 30
+
+
+def _random(rng, decl) -> np.ndarray:
+    shape = tuple(1 if size is None else size for size in decl.shape)
+    size = int(np.prod(shape, dtype=object)) * np.dtype(decl.dtype).itemsize
+    if size > RANDOM_LIMIT_BYTES:
+        raise ModelError(f"model.inputs: input '{decl.name}' declares shape {list(decl.shape)}, "
+                         f"{size / 2**30:,.0f} GiB per call: too large for random inputs. "
+                         "Check the shape, or give data (data.calibration / evaluation)")
+    if np.dtype(decl.dtype).kind in "iub":
+        return rng.integers(0, 2, size=shape).astype(decl.dtype)
+    return rng.standard_normal(shape).astype(decl.dtype)

@@ -1,0 +1,158 @@
+"""`make same-as REF=<commit>`: the proof that a change moved code without changing what it
+makes. `make conformance` and `make anchors` run on a copy of REF and on a copy of this
+working tree (the same machine, the same environments); every file each run writes is
+compared by sha256 and every fidelity figure by value. Timings, which no two runs share,
+are left out.
+
+    python examples/same_as/same_as.py REF [--only NAME ...] [--rounds 1]
+
+A commit's fingerprint is kept in runs/same-as/<commit>.json and reused. Exit 0: the
+same files and figures; 1: something differs (listed); 2: bad input.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CACHE = REPO / "runs" / "same-as"
+# what a run needs that git does not track: the environments and the corpus' GRU, trained
+# here once (make conformance builds them)
+UNTRACKED = (".venv", ".venv-nncf", "examples/conformance/stateful/gru_step.onnx",
+             "examples/conformance/stateful/gru_mnist.pt",
+             "examples/conformance/stateful/split.npz")
+# keys that hold a time, a machine's state or a path of the run: not part of what is made
+TIMED = ("seconds", "_ms", "wall_s", "p50", "throughput", "memory", "path")
+
+
+def untimed(value):
+    """`value` without the keys of TIMED, at any depth."""
+    if isinstance(value, dict):
+        return {k: untimed(v) for k, v in value.items()
+                if not any(word in k for word in TIMED)}
+    if isinstance(value, list):
+        return [untimed(v) for v in value]
+    return value
+
+
+def fingerprint(docs: Path) -> dict:
+    """Per model: each file's sha256 and size, the stage's record of what it made, and
+    every fidelity figure (the pipeline's own metric per artifact, target and engine)."""
+    out = {}
+    for row in json.loads((docs / "conformance.json").read_text()):
+        metrics = {f"{b['artifact']}@{b['target']}@{b['engine']}": untimed(b.get("metric"))
+                   for b in row.get("benchmarks", [])}
+        out[f"conformance: {row['name']}"] = untimed(
+            {"artifacts": {a["id"]: a for a in row.get("artifacts", [])},
+             "fidelity": row.get("fidelity"), "metrics": metrics,
+             "by_hand_identical": row.get("by_hand_identical")})
+    for row in json.loads((docs / "anchors.json").read_text()):
+        out[f"anchors: {row['name']}"] = untimed(row.get("tools"))
+    return out
+
+
+def differences(before, after, where="") -> list[str]:
+    if isinstance(before, dict) and isinstance(after, dict):
+        found = []
+        for key in sorted(set(before) | set(after), key=str):
+            if key not in after:
+                found.append(f"{where}/{key}: only in the reference")
+            elif key not in before:
+                found.append(f"{where}/{key}: only in this tree")
+            else:
+                found += differences(before[key], after[key], f"{where}/{key}")
+        return found
+    if before != after:
+        return [f"{where}: {before!r} -> {after!r}"]
+    return []
+
+
+def copy_of(ref: str | None, into: Path) -> None:
+    """REF's tracked files (None: this working tree's, uncommitted changes included), with
+    the untracked things a run needs linked in."""
+    into.mkdir(parents=True)
+    if ref is None:
+        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
+                                 "--exclude-standard"], cwd=REPO, capture_output=True,
+                                check=True).stdout.decode().split("\0")
+        for name in filter(None, listed):
+            source = REPO / name
+            if source.is_file():
+                (into / name).parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(source, into / name)
+    else:
+        archive = subprocess.run(["git", "archive", ref], cwd=REPO, capture_output=True,
+                                 check=True).stdout
+        subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    for name in UNTRACKED:
+        if (REPO / name).exists():
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            (into / name).symlink_to(REPO / name)
+
+
+def run_corpus(tree: Path, args) -> dict:
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    common = ["--rounds", str(args.rounds), "--runs", "10"]
+    if args.only:
+        common += ["--only", *args.only]
+    for script in ("examples/conformance/run.py", "examples/anchors/run.py"):
+        print(f"  {script}", flush=True)
+        done = subprocess.run([sys.executable, script, *common], cwd=tree, env=env,
+                              capture_output=True, text=True)
+        if done.returncode not in (0, 1):   # 1: the pipeline less faithful somewhere
+            sys.exit(f"{script} failed in {tree}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+    return fingerprint(tree / "docs")
+
+
+def fingerprint_of(ref: str | None, label: str, args) -> dict:
+    commit = None if ref is None else subprocess.run(
+        ["git", "rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=REPO, capture_output=True,
+        text=True).stdout.strip()
+    if ref is not None and not commit:
+        print(f"same-as: {ref!r} is not a commit of this repository: give REF=<commit>",
+              file=sys.stderr)
+        sys.exit(2)
+    cached = CACHE / f"{commit}{'-' + '-'.join(args.only) if args.only else ''}.json"
+    if commit and cached.exists():
+        print(f"{label}: {commit[:12]}, from {cached.relative_to(REPO)}")
+        return json.loads(cached.read_text())
+    print(f"{label}: {'the working tree' if ref is None else commit[:12]} (make conformance "
+          "and make anchors on a copy)", flush=True)
+    with tempfile.TemporaryDirectory(prefix="same-as-") as scratch:
+        tree = Path(scratch) / "tree"
+        copy_of(commit, tree)
+        found = run_corpus(tree, args)
+    if commit:
+        CACHE.mkdir(parents=True, exist_ok=True)
+        cached.write_text(json.dumps(found, indent=1, sort_keys=True))
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("ref", help="the commit to compare this working tree with")
+    parser.add_argument("--only", nargs="*", help="corpus models by name (default: all)")
+    parser.add_argument("--rounds", type=int, default=1, help="timing rounds (not compared)")
+    args = parser.parse_args()
+    before = fingerprint_of(args.ref, "reference", args)
+    after = fingerprint_of(None, "this tree", args)
+    found = differences(before, after)
+    files = sum(len(v.get("artifacts", {})) if k.startswith("conformance") else len(v)
+                for k, v in after.items())
+    if found:
+        print(f"DIFFERENT: {len(found)} difference(s)")
+        print("\n".join(f"  {line}" for line in found))
+        return 1
+    print(f"SAME: {len(after)} corpus rows, {files} files (sha256) and every fidelity "
+          f"figure as at {args.ref}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
