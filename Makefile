@@ -157,6 +157,15 @@ nncf-env: .venv-nncf/.installed
 anchors: $(CORPUS_STAMP) nncf-env
 	$(PY) examples/anchors/run.py
 
+# The proof that a change made the same things: make conformance and make anchors on a copy
+# of REF and on a copy of this working tree, every file's sha256 and every fidelity figure
+# compared (timings left out). REF's fingerprint is kept in runs/same-as/. ONLY=name parts
+# runs only those models here.
+.PHONY: same-as
+same-as: $(CORPUS_STAMP) examples/conformance/stateful/gru_step.onnx nncf-env
+	@test -n "$(REF)" || { echo "give the commit to compare with: make same-as REF=<commit>"; exit 2; }
+	$(PY) examples/same_as/same_as.py $(REF) $(if $(ONLY),--only $(ONLY))
+
 # peak memory of `compress run` on a 1 GB MatMul/Gemm model, per scheme (docs/memory.md)
 memory: $(STAMP)
 	$(PY) examples/large_model/memory.py

@@ -158,6 +158,8 @@ def _arguments():
     parser.add_argument("--verbose", action="store_true", help="the pipeline's progress")
     # one anchor in this process, its row written to JSON (how _in_own_process calls it)
     parser.add_argument("--entry", nargs=2, metavar=("NAME", "JSON"), help=argparse.SUPPRESS)
+    parser.add_argument("--rows", help="also write the rows of this run, a part of the anchors "
+                        "too, as JSON to this file (make same-as)")
     return parser.parse_args()
 
 
@@ -173,6 +175,8 @@ def main() -> int:
         print(f"== {anchor.entry}", flush=True)
         rows.append(_in_own_process(anchor, args))
         print(f"   done in {rows[-1]['wall_s']:.0f} s", flush=True)
+    if args.rows:
+        Path(args.rows).write_text(json.dumps(rows, indent=1, default=str))
     if not args.only:  # the documents hold every anchor, never a part of them
         from runtimes.hostinfo import describe_host
         (DOCS / "anchors.json").write_text(json.dumps(rows, indent=1, default=str))

@@ -145,6 +145,8 @@ def main() -> int:
     parser.add_argument("--verbose", action="store_true", help="the pipeline's progress")
     parser.add_argument("--entry", help=argparse.SUPPRESS)  # one entry, in this process
     parser.add_argument("--json", help=argparse.SUPPRESS)
+    parser.add_argument("--rows", help="also write the rows of this run, a part of the corpus "
+                        "too, as JSON to this file (make same-as)")
     args = parser.parse_args()
     if args.entry:
         entry = next(e for e in CORPUS if e.name == args.entry)
@@ -159,6 +161,8 @@ def main() -> int:
             rows.append(_in_own_process(entry, args, Path(scratch)))
             print(f"   done in {rows[-1]['wall_s']:.0f} s", flush=True)
     table = render(rows)
+    if args.rows:
+        Path(args.rows).write_text(json.dumps(rows, indent=1, default=str))
     if not args.only:  # the documents hold the whole corpus, never a part of it
         from runtimes.hostinfo import describe_host
         DOCS.mkdir(exist_ok=True)

@@ -6,8 +6,11 @@ are left out.
 
     python examples/same_as/same_as.py REF [--only NAME ...] [--rounds 1]
 
-A commit's fingerprint is kept in runs/same-as/<commit>.json and reused. Exit 0: the
-same files and figures; 1: something differs (listed); 2: bad input.
+REF runs whole (its documents hold the whole corpus); its fingerprint is kept in
+runs/same-as/<commit>.json and reused. The working tree runs whole too, or only the
+models --only names (a name part, as the two scripts take it), compared with REF's rows
+of the same names. Exit 0: the same files and figures; 1: something differs (listed);
+2: bad input.
 """
 from __future__ import annotations
 
@@ -41,18 +44,18 @@ def untimed(value):
     return value
 
 
-def fingerprint(docs: Path) -> dict:
+def fingerprint(conformance: Path, anchors: Path) -> dict:
     """Per model: each file's sha256 and size, the stage's record of what it made, and
     every fidelity figure (the pipeline's own metric per artifact, target and engine)."""
     out = {}
-    for row in json.loads((docs / "conformance.json").read_text()):
+    for row in json.loads(conformance.read_text()):
         metrics = {f"{b['artifact']}@{b['target']}@{b['engine']}": untimed(b.get("metric"))
                    for b in row.get("benchmarks", [])}
         out[f"conformance: {row['name']}"] = untimed(
             {"artifacts": {a["id"]: a for a in row.get("artifacts", [])},
              "fidelity": row.get("fidelity"), "metrics": metrics,
              "by_hand_identical": row.get("by_hand_identical")})
-    for row in json.loads((docs / "anchors.json").read_text()):
+    for row in json.loads(anchors.read_text()):
         out[f"anchors: {row['name']}"] = untimed(row.get("tools"))
     return out
 
@@ -96,38 +99,48 @@ def copy_of(ref: str | None, into: Path) -> None:
             (into / name).symlink_to(REPO / name)
 
 
-def run_corpus(tree: Path, args) -> dict:
+def run_corpus(tree: Path, rounds: int, only: list[str] | None) -> dict:
+    """Both scripts in `tree`; the fingerprint of their rows (the documents they write for
+    the whole corpus; the rows of a part, which only the working tree's scripts write)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
-    common = ["--rounds", str(args.rounds), "--runs", "10"]
-    if args.only:
-        common += ["--only", *args.only]
-    for script in ("examples/conformance/run.py", "examples/anchors/run.py"):
+    rows = {}
+    for name in ("conformance", "anchors"):
+        script = f"examples/{name}/run.py"
+        command = [sys.executable, script, "--rounds", str(rounds), "--runs", "10"]
+        if only:
+            rows[name] = tree / f"{name}-rows.json"
+            command += ["--only", *only, "--rows", str(rows[name])]
+        else:
+            rows[name] = tree / "docs" / f"{name}.json"
         print(f"  {script}", flush=True)
-        done = subprocess.run([sys.executable, script, *common], cwd=tree, env=env,
-                              capture_output=True, text=True)
+        done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
         if done.returncode not in (0, 1):   # 1: the pipeline less faithful somewhere
             sys.exit(f"{script} failed in {tree}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-    return fingerprint(tree / "docs")
+    return fingerprint(rows["conformance"], rows["anchors"])
 
 
-def fingerprint_of(ref: str | None, label: str, args) -> dict:
-    commit = None if ref is None else subprocess.run(
-        ["git", "rev-parse", "--verify", f"{ref}^{{commit}}"], cwd=REPO, capture_output=True,
-        text=True).stdout.strip()
-    if ref is not None and not commit:
+def commit_of(ref: str) -> str:
+    commit = subprocess.run(["git", "rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"],
+                            cwd=REPO, capture_output=True, text=True).stdout.strip()
+    if not commit:
         print(f"same-as: {ref!r} is not a commit of this repository: give REF=<commit>",
               file=sys.stderr)
         sys.exit(2)
-    cached = CACHE / f"{commit}{'-' + '-'.join(args.only) if args.only else ''}.json"
+    return commit
+
+
+def made_at(commit: str | None, rounds: int, only: list[str] | None = None) -> dict:
+    """The fingerprint of a commit (whole, kept in CACHE) or of the working tree (None)."""
+    cached = CACHE / f"{commit}.json"
     if commit and cached.exists():
-        print(f"{label}: {commit[:12]}, from {cached.relative_to(REPO)}")
+        print(f"reference: {commit[:12]}, from {cached.relative_to(REPO)}")
         return json.loads(cached.read_text())
-    print(f"{label}: {'the working tree' if ref is None else commit[:12]} (make conformance "
-          "and make anchors on a copy)", flush=True)
+    print(f"{'reference: ' + commit[:12] if commit else 'this tree'}: make conformance and "
+          "make anchors on a copy", flush=True)
     with tempfile.TemporaryDirectory(prefix="same-as-") as scratch:
         tree = Path(scratch) / "tree"
         copy_of(commit, tree)
-        found = run_corpus(tree, args)
+        found = run_corpus(tree, rounds, only)
     if commit:
         CACHE.mkdir(parents=True, exist_ok=True)
         cached.write_text(json.dumps(found, indent=1, sort_keys=True))
@@ -140,8 +153,10 @@ def main() -> int:
     parser.add_argument("--only", nargs="*", help="corpus models by name (default: all)")
     parser.add_argument("--rounds", type=int, default=1, help="timing rounds (not compared)")
     args = parser.parse_args()
-    before = fingerprint_of(args.ref, "reference", args)
-    after = fingerprint_of(None, "this tree", args)
+    before = made_at(commit_of(args.ref), args.rounds)
+    after = made_at(None, args.rounds, args.only)
+    if args.only:   # REF's rows of the models run here
+        before = {key: row for key, row in before.items() if key in after}
     found = differences(before, after)
     files = sum(len(v.get("artifacts", {})) if k.startswith("conformance") else len(v)
                 for k, v in after.items())
