@@ -31,7 +31,7 @@ STEPS = (
     ("compress.stages.quantize", "opset_for"),
     ("compress.stages.quantize", "preprocess"),
     ("compress.quant.ort_int8", "quantize_dynamic_int8"),
-    ("compress.quant.ort_int8", "quantize_static_qdq"),
+    ("compress.quant.passes.onnx_backend", "quantize_static_qdq"),
     ("compress.stages.quantize", "qdq_summary"),
     ("compress.quant.int4", "quantize_int4"),
     ("compress.quant.int4", "weight_precision"),

@@ -1,6 +1,6 @@
 """int8-static: QDQ with calibrated activation ranges (onnxruntime's quantize_static and
-the steps around it: ort_int8.py, int8_steps.py), ai-edge-quantizer's full int8 for a
-TFLite model, neural-compressor from a torch model; its settings and its registration."""
+the INT8 passes of compress/quant/passes/), ai-edge-quantizer's full int8 for a TFLite
+model, neural-compressor from a torch model; its settings and its registration."""
 from __future__ import annotations
 
 from typing import Literal, Optional, Union
@@ -116,7 +116,7 @@ class Int8Static(Int8Base):
 @register_scheme(Int8Static, "int8", 1, streamed=streamed, tflite_mode="int8",
                  searchable=("Conv", "MatMul", "Gemm"), torch=neural_compressor("int8_static"))
 def _int8_static(source, target, config, ctx, exclude, shared):
-    from compress.quant.ort_int8 import quantize_static_qdq
+    from compress.quant.passes.onnx_backend import quantize_static_qdq
     # one calibration for every call on this model (the accuracy-aware search's attempts)
     ranges = shared.setdefault("ranges", ctx.out_dir / "calibration_ranges.json")
     return quantize_static_qdq(source, target, config, ctx, exclude, ranges)
