@@ -109,6 +109,16 @@ def test_every_wing_opens_with_a_map_of_its_modules():
         assert doc and not missing, f"compress/{wing}/__init__.py's map lacks {missing}"
 
 
+def test_every_package_inside_a_wing_opens_with_a_map_of_its_modules():
+    for init in sorted((REPO / "compress").glob("*/*/**/__init__.py")):
+        folder = init.parent
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        modules = [p.name for p in folder.iterdir()
+                   if p.name != "__init__.py" and (p.suffix == ".py" or (p / "__init__.py").exists())]
+        missing = [m for m in modules if m.removesuffix(".py") not in (doc or "")]
+        assert doc and not missing, f"{init.relative_to(REPO)}'s map lacks {missing}"
+
+
 def test_a_wing_imports_only_the_wings_below_it():
     wrong = sorted(f"{module} -> {other}"
                    for module, others in GRAPH.items() if module.startswith("compress.")

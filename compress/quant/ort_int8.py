@@ -1,8 +1,10 @@
-"""onnxruntime INT8: static (QDQ, calibrated, bias-corrected) and dynamic quantization."""
+"""onnxruntime INT8: static (QDQ, calibrated: the quantizer int8-static's passes work around,
+compress/quant/passes/) and dynamic quantization."""
 from __future__ import annotations
 
 import contextlib
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -121,61 +123,44 @@ def _static_options(source: Path, config, act, weight, exclude: list) -> tuple[d
             {"op_types_to_quantize": qnn_config.op_types_to_quantize})
 
 
-def quantize_static_qdq(source: Path, target: Path, config, ctx, exclude: tuple = (),
-                        ranges: Path | None = None) -> dict:
-    """QDQ int8 with calibrated activation ranges. `ranges`: a calibration cache file
-    shared by several calls on the same model (the accuracy-aware search quantizes it
-    once per attempt): the first call calibrates and writes it, later ones read it."""
-    from onnxruntime.quantization import (CalibrationMethod, QuantFormat, QuantType,
-                                          quantize_static)
-    from compress.quant.int8_steps import (OWN_RANGES, calibrating_run, equalized, own_ranges,
-                                           round_and_correct, swish_equalized)
-    data = ctx.require_dataset("calibration", "int8-static quantization")
-    feeds = data.take(config.samples)
-    usable = len(feeds)
+@dataclass(frozen=True)
+class StaticInputs:
+    """What quantize_static is given besides the stage's settings."""
+    source: Path          # the float model
+    target: Path          # the QDQ model it writes
+    feeds: list           # calibration feeds
+    excluded: list        # node names kept in float
+    cache: Path           # the calibration cache file: read where it exists, else written
+
+
+def run_quantize_static(given: StaticInputs, config, ctx) -> None:
+    """onnxruntime's quantize_static to QDQ, with the types, symmetry and QNN options the
+    stage asks for. With a calibration cache file it reads the ranges from it; otherwise
+    it calibrates on the feeds (entropy: with the stage's bins) and writes it."""
+    from onnxruntime.quantization import CalibrationMethod, QuantFormat, QuantType, quantize_static
+    source, feeds, excluded, cache = given.source, given.feeds, given.excluded, given.cache
     # our own estimators hand their ranges over as a MinMax calibration cache
     method = {"entropy": CalibrationMethod.Entropy, "percentile": CalibrationMethod.Percentile
               }.get(config.calibration, CalibrationMethod.MinMax)
     act = QuantType[QUANT_TYPES[config.activations]]
     weight = QuantType[QUANT_TYPES[config.weights]]
-    excluded = list(config.exclude_nodes) + list(exclude)
-    source, equalization = equalized(source, config, target.parent)
     extra, more = _static_options(source, config, act, weight, excluded)
-    shared = ranges is not None
-    ranges = ranges or target.parent / "calibration_ranges.json"
-    calibrated = ranges.is_file()
-    meta = {"calibration": config.calibration, "calibration_samples": usable}
-    known = None
-    if not calibrated and config.calibration in OWN_RANGES:
-        meta.update(own_ranges(source, feeds, config, ranges))
-        calibrated = True
-    elif not calibrated:
-        known = calibrating_run(source, feeds, config, ranges, ctx)
-        calibrated = ranges.is_file()
+    calibrated = cache.is_file()
     task = (contextlib.nullcontext(lambda *a, **k: None) if calibrated else
-            ctx.progress.task(f"calibrating ({config.calibration}, {usable} feeds)", usable))
+            ctx.progress.task(f"calibrating ({config.calibration}, {len(feeds)} feeds)",
+                              len(feeds)))
     with task as advance:
         # with a cache file that exists, quantize_static reads the ranges and ignores the
         # reader; otherwise it calibrates with the reader and writes the file
         reader = None if calibrated else _Reader(feeds, advance)
         if reader is not None and config.calibration == "entropy":
-            _entropy_ranges(source, reader, config, ranges)
-        quantize_static(str(source), str(target), reader, quant_format=QuantFormat.QDQ,
+            _entropy_ranges(source, reader, config, cache)
+        quantize_static(str(source), str(given.target), reader, quant_format=QuantFormat.QDQ,
                         per_channel=config.per_channel, reduce_range=config.reduce_range,
                         activation_type=act, weight_type=weight,
                         nodes_to_exclude=excluded or None,
                         calibrate_method=method, extra_options=extra,
-                        calibration_cache_path=ranges, **more)
-    if not shared:
-        ranges.unlink(missing_ok=True)
-    corrected = round_and_correct(source, target, feeds, config, ctx, known)
-    swish = swish_equalized(source, target, feeds, config, ctx, corrected, known)
-    if swish is not None:
-        meta["hard_swish_equalization"] = swish
-    if equalization is not None:
-        meta["equalization"] = equalization
-        source.unlink()
-    return {**meta, **({"bias_correction": corrected} if corrected else {})}
+                        calibration_cache_path=cache, **more)
 
 
 # the stage's type names -> onnxruntime's QuantType members

@@ -29,7 +29,9 @@ STREAMING_BYTES = 512 << 20
 
 
 def _unsupported(config) -> str | None:
-    """Why the tensor-by-tensor path cannot make what `config` asks for, if it cannot."""
+    """Why the tensor-by-tensor path cannot make what `config` asks for, if it cannot: a
+    setting of the scheme's, or an INT8 pass asked for on purpose that cannot stream
+    (a pass on by default is left out here, not refused)."""
     if config.static_shapes:
         return "static_shapes"
     if config.scheme == "fp16":
@@ -41,12 +43,8 @@ def _unsupported(config) -> str | None:
             return "qnn"
         if "16" in config.activations:
             return f"activations {config.activations}"
-        if config.bias_method() in ("fast", "sequential"):  # asked for, not the check
-            return "bias_correction"
-        if "weight_rounding" in config.model_fields_set and config.weight_rounding == "gptq":
-            return "weight_rounding gptq"  # asked for, not the default
-        if config.equalize or config.calibration in ("mean_minmax", "mse"):
-            return "equalize" if config.equalize else f"calibration {config.calibration}"
+        from compress.quant.passes import streaming_refused
+        return streaming_refused(config)
     return None
 
 

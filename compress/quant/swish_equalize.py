@@ -329,7 +329,7 @@ def equalize(model, ranges: dict) -> dict:
 def float_tensors(float_model) -> list[str]:
     """x and the product of every Conv -> hard-swish -> depthwise Conv(s) of the float
     model: the tensors whose per-channel ranges find_sites' sites will ask for, known
-    before quantize_static runs (the calibrating run takes them: int8_steps)."""
+    before quantize_static runs (the calibrating run takes them: passes/hard_swish.py)."""
     inits = {i.name for i in float_model.graph.initializer}
     shapes = {i.name: tuple(i.dims) for i in float_model.graph.initializer}
     users: dict[str, list] = {}

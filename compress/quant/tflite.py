@@ -1,8 +1,8 @@
 """Post-training quantization of a float .tflite file with ai-edge-quantizer: fp16
 weights, dynamic-range int8 (int8 weights, float activations) or full int8 calibrated
-on data.calibration (then GPTQ-rounded, bias-corrected and checked: tflite_int8.py).
-Shared by export.tflite, after converting a torch model, and quantize, for a TFLite
-source."""
+on data.calibration (then GPTQ-rounded, bias-corrected and checked: the INT8 passes'
+TFLite backend, passes/tflite_backend.py). Shared by export.tflite, after converting a
+torch model, and quantize, for a TFLite source."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -32,11 +32,11 @@ def check_full_int8(report: dict) -> None:
 def quantize_file(fp32: Path, target: Path, mode: str, ctx, settings: dict) -> dict:
     """Write `target`, the `mode` (fp16 | dynamic-int8 | int8) quantization of `fp32`.
     `settings`: samples, channels_last and purpose (for messages); for int8 also
-    `int8`, a tflite_int8.Int8Settings. Returns what goes into the artifact's meta."""
+    `int8`, a passes.tflite_backend.Int8Settings. Returns what goes into the artifact's meta."""
     from export.tflite import converter_logs_hidden, quantize, tensor_report
     meta = {}
     if mode == "int8":
-        from compress.quant.tflite_int8 import write_int8
+        from compress.quant.passes.tflite_backend import write_int8
         calibration = calibration_feeds(ctx, settings["samples"], settings["channels_last"],
                                         settings["purpose"])
         meta.update(write_int8(fp32, target, calibration, settings["int8"], ctx))
@@ -64,7 +64,7 @@ def quantize_stage(artifact, config, ctx, mode: str, precision: str):
     ctx.progress.note(f"quantizing the TFLite model ({mode}, ai-edge-quantizer)")
     settings = {"channels_last": False, "purpose": f"quantize {config.scheme} of a TFLite model"}
     if mode == "int8":  # int8-static
-        from compress.quant.tflite_int8 import Int8Settings
+        from compress.quant.passes.tflite_backend import Int8Settings
         settings.update(samples=config.samples, int8=Int8Settings(
             _ranges(config), config.bias_method(), config.weight_rounding,
             config.bias_correction_samples))

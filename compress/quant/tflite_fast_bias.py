@@ -29,15 +29,12 @@ What it leaves out, the price of the single pass:
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from compress.quant.tflite_bias_correction import (Layer, _builtin_code, _interpreter, _invoke,
-                                                   _schema, bias_views, correctable_layers)
+from compress.quant.tflite_graph import Layer, bias_views, builtin_code, interpreter, invoke, schema
 
 DEPTHWISE = 4    # builtin operator code of DEPTHWISE_CONV_2D
 SAME = 0         # Padding enum (schema.fbs): SAME 0, VALID 1
@@ -147,7 +144,7 @@ def _plan(layer: Layer, qmodel, op, float_op, integers: np.ndarray) -> _Plan:
     """`layer` (the int8 `op`, its twin `float_op` in the float model) made ready."""
     graph = qmodel.subgraphs[0]
     x, w, out = (graph.tensors[i] for i in (op.inputs[0], op.inputs[1], op.outputs[0]))
-    depthwise = _builtin_code(qmodel, op) == DEPTHWISE
+    depthwise = builtin_code(qmodel, op) == DEPTHWISE
     fully_connected = len(w.shape) == 2
     axis = w.quantization.quantizedDimension
     shape = [1] * integers.ndim
@@ -167,25 +164,25 @@ def _plan(layer: Layer, qmodel, op, float_op, integers: np.ndarray) -> _Plan:
                  taps, fully_connected, size)
 
 
-def _plans(float_bytes: bytes, quantized: bytes, layers: list[Layer], threads: int) -> list:
+def plans(float_bytes: bytes, quantized: bytes, layers: list[Layer], threads: int) -> list:
     """Each layer with what its shift needs, found through both flatbuffers."""
-    schema = _schema()
-    qmodel = schema.ModelT.InitFromObj(schema.Model.GetRootAs(quantized, 0))
-    fmodel = schema.ModelT.InitFromObj(schema.Model.GetRootAs(float_bytes, 0))
+    graphs = schema()
+    qmodel = graphs.ModelT.InitFromObj(graphs.Model.GetRootAs(quantized, 0))
+    fmodel = graphs.ModelT.InitFromObj(graphs.Model.GetRootAs(float_bytes, 0))
     ops = {op.outputs[0]: op for op in qmodel.subgraphs[0].operators}
     float_ops = {op.outputs[0]: op for op in fmodel.subgraphs[0].operators}
     # the interpreter reads the int8 weights wherever the writer stored them
-    weights = _interpreter(quantized, threads)
-    plans = []
+    weights = interpreter(quantized, threads)
+    found = []
     for layer in layers:
         op, twin = ops[layer.output], float_ops.get(layer.reference)
         weight_q = weights.get_tensor(op.inputs[1])
         # a same-named output from another op (or kernel) would give a wrong shift
-        if twin is None or _builtin_code(fmodel, twin) != _builtin_code(qmodel, op) or \
+        if twin is None or builtin_code(fmodel, twin) != builtin_code(qmodel, op) or \
                 list(fmodel.subgraphs[0].tensors[twin.inputs[1]].shape) != list(weight_q.shape):
             continue
-        plans.append(_plan(layer, qmodel, op, twin, weight_q))
-    return plans
+        found.append(_plan(layer, qmodel, op, twin, weight_q))
+    return found
 
 
 def _fake_quantize(x: np.ndarray, scale: float, zero: int) -> np.ndarray:
@@ -208,19 +205,19 @@ class _Sums:
                 - _response(plan, weight, self.plain)) / self.positions
 
 
-def _float_pass(float_bytes: bytes, plans: dict[str, list[_Plan]], feeds: list[dict],
-                threads: int, advance: Callable[[int], None], hessians: dict) -> tuple:
-    """Each file's layers' _Sums over the feeds, their inputs given to the Hessians (by
+def float_pass(float_bytes: bytes, files: dict[str, list[_Plan]], feeds: list[dict],
+               threads: int, advance: Callable[[int], None], hessians: dict) -> tuple:
+    """Each file's layers' _Sums over the feeds (`files`: the plans of each), their inputs given to the Hessians (by
     float weight tensor), and the float weights (by tensor). One run of the float model
     serves every file: a tap sum two files' layers share (the same input, or the same
     input on the same grid) is taken once."""
     from compress.quant.tflite_rounding import as_rows_input
-    model = _interpreter(float_bytes, threads)
-    sums = {name: [_Sums() for _ in layer_plans] for name, layer_plans in plans.items()}
-    every = [(plan, total) for name, layer_plans in plans.items()
+    model = interpreter(float_bytes, threads)
+    sums = {name: [_Sums() for _ in layer_plans] for name, layer_plans in files.items()}
+    every = [(plan, total) for name, layer_plans in files.items()
              for plan, total in zip(layer_plans, sums[name])]
     for feed in feeds:
-        _invoke(model, feed)
+        invoke(model, feed)
         taken, fed = {}, set()
         for plan, total in every:
             x = model.get_tensor(plan.input)
@@ -241,66 +238,7 @@ def _float_pass(float_bytes: bytes, plans: dict[str, list[_Plan]], feeds: list[d
                   for plan, _ in every}
 
 
-def correct_biases_fast(float_path: Path, quantized_path: Path, feeds: list[dict], *,
-                        threads: int = 2, advance: Callable[[int], None] = lambda n: None,
-                        rounding: str = "nearest", correct: bool = True) -> dict:
-    """Rewrite the int8 model at `quantized_path` in place from one run of the float
-    model at `float_path` over `feeds` (`advance(1)` after each): its int8 weights
-    GPTQ-rounded (`rounding` "gptq", tflite_rounding.py), then (`correct`) its int32
-    biases corrected for the weights it then has."""
-    key = ("", rounding, correct)
-    made, report = variants(float_path.read_bytes(), {"": quantized_path.read_bytes()}, feeds,
-                            [key[1:]], threads=threads, advance=advance)
-    quantized_path.write_bytes(made[key])
-    return {**{k: v for k, v in report.items() if k != "candidates"},
-            **report["candidates"][key]}
-
-
-def variants(float_bytes: bytes, files: dict[str, bytes], feeds: list[dict], wanted: list[tuple],
-             *, threads: int = 2, advance: Callable[[int], None] = lambda n: None
-             ) -> tuple[dict, dict]:
-    """Each int8 model in `files` (the float model quantized in different ways) as each
-    (rounding, corrected) pair in `wanted` asks, from one run of the float model over
-    `feeds`: rounding "nearest" (as it is) or "gptq"; corrected: its biases moved by the
-    fast correction. Returns the bytes by (file name, rounding, corrected), and a report
-    whose "candidates" holds what was done to each, by the same key."""
-    started = time.perf_counter()
-    plans = {name: _plans(float_bytes, content, correctable_layers(float_bytes, content), threads)
-             for name, content in files.items()}
-    if not any(plans.values()):
-        keys = [(name, *pair) for name in files for pair in wanted]
-        return ({key: files[key[0]] for key in keys},
-                {"samples": len(feeds), "method": "fast",
-                 "candidates": {key: {"layers_corrected": 0} for key in keys}})
-    from compress.quant import tflite_rounding
-    rounding = any(pair[0] == "gptq" for pair in wanted)
-    hessians = tflite_rounding.hessians([p for ps in plans.values() for p in ps], len(feeds)) \
-        if rounding else {}
-    sums, weights = _float_pass(float_bytes, plans, feeds, threads, advance, hessians)
-    report, made, done, memo, seconds = {"samples": len(feeds)}, {}, {}, {}, 0.0
-    for name, content in files.items():
-        base = {"nearest": (content, plans[name], {})}
-        if rounding:
-            model = bytearray(content)
-            rounded_plans, rounded = tflite_rounding.round_weights(model, plans[name], hessians,
-                                                                   weights, memo)
-            base["gptq"] = (bytes(model), rounded_plans,
-                            {"layers_rounded": rounded.layers_rounded,
-                             "weights_changed": rounded.weights_changed})
-            seconds += rounded.seconds
-        for pair in wanted:
-            start, layer_plans, info = base[pair[0]]
-            model, done[(name, *pair)] = bytearray(start), dict(info)
-            if pair[1] and layer_plans:
-                done[(name, *pair)].update(_corrected(model, layer_plans, sums[name], weights))
-            made[(name, *pair)] = bytes(model)
-    report["candidates"] = done
-    if rounding:
-        report["rounding_seconds"] = round(seconds, 3)
-    return made, {**report, "seconds": round(time.perf_counter() - started, 3)}
-
-
-def _corrected(model: bytearray, plans: list[_Plan], sums: list[_Sums], weights: dict) -> dict:
+def corrected(model: bytearray, plans: list[_Plan], sums: list[_Sums], weights: dict) -> dict:
     """Each layer's int32 bias moved by its shift, in `model`'s bytes."""
     layers = [plan.layer for plan in plans]
     shifts = [total.shift(plan, weights[plan.weight]) for plan, total in zip(plans, sums)]

@@ -22,7 +22,7 @@ import numpy as np
 
 from compress.quant.hessian import MAX_WIDTH, Geometry, Hessian
 from compress.quant.rounding import gptq_by_outputs
-from compress.quant.tflite_bias_correction import buffer_views
+from compress.quant.tflite_graph import buffer_views, schema
 
 
 @dataclass(frozen=True)
@@ -128,8 +128,7 @@ def round_weights(model: bytearray, plans: list, hessians_: dict, weights: dict,
 
 def _shared_buffers(model: bytearray) -> set[int]:
     """Buffers more than one tensor reads: rounding one layer's would change another's."""
-    from compress.quant.tflite_bias_correction import _schema
-    root = _schema().Model.GetRootAs(model, 0)
+    root = schema().Model.GetRootAs(model, 0)
     graph, counts = root.Subgraphs(0), {}
     for i in range(graph.TensorsLength()):
         buffer = graph.Tensors(i).Buffer()

@@ -140,7 +140,7 @@ def run(artifact, config: ExportTflite, ctx) -> list[Output]:
         meta["tensors"] = tensor_report(fp32)
     if config.mode != "fp32":
         target = ctx.out_dir / "model.tflite"
-        from compress.quant.tflite_int8 import Int8Settings
+        from compress.quant.passes.tflite_backend import Int8Settings
         meta = post.quantize_file(fp32, target, config.mode, ctx, {
             "samples": config.samples, "channels_last": config.channels_last,
             "int8": Int8Settings(config.activation_ranges,

@@ -1,7 +1,7 @@
-"""`quantize`: the schemes of compress/quant/schemes.py (int8-static QDQ, int8-dynamic,
+"""`quantize`: the schemes of compress/quant/schemes/ (int8-static QDQ, int8-dynamic,
 INT4 weight-only MatMulNBits, fp16 with onnxruntime; int8-qat and neural-compressor from
-torch; ai-edge-quantizer for a TFLite model), each with its settings class
-(quantize_schemes.py); optionally accuracy-aware (`max_drop`)."""
+torch; ai-edge-quantizer for a TFLite model), each with its settings class there;
+optionally accuracy-aware (`max_drop`)."""
 from __future__ import annotations
 
 import contextlib
@@ -15,68 +15,12 @@ from compress.core.artifacts import Output
 from compress.errors import ModelError
 from compress.core.lazy import require
 from compress.quant.onnx_prep import opset_for, static_shapes
-from compress.quant.ort_int8 import (op_histogram, preprocess, qdq_summary,
-                                     quantize_dynamic_int8, quantize_static_qdq,
-                                     refuse_convolutional)
-from compress.quant.schemes import SCHEMES, register_scheme
+from compress.quant.ort_int8 import op_histogram, preprocess, qdq_summary
+from compress.quant.schemes import SCHEMES, scheme_configs
 from compress.stagebase import register
-from compress.stages.quantize_schemes import (SCHEME_CONFIGS, Fp16, Int4WeightOnly, Int8Dynamic,
-                                              Int8Qat, Int8Static)
 from export import presets
 
-Quantize = Annotated[Union[SCHEME_CONFIGS], Field(discriminator="scheme")]
-
-
-def _streamed(header, target, config, ctx, exclude, shared):
-    from compress.quant.streamed import quantize_streamed
-    return quantize_streamed(header, target, config, ctx, exclude, shared.setdefault("ranges", {}))
-
-
-@register_scheme(Int8Static, "int8", streamed=_streamed, tflite_mode="int8",
-                 searchable=("Conv", "MatMul", "Gemm"),
-                 torch=("neural_compressor.torch.quantization", lambda *a: _inc("int8_static", *a)))
-def _int8_static(source, target, config, ctx, exclude, shared):
-    # one calibration for every call on this model (the accuracy-aware search's attempts)
-    ranges = shared.setdefault("ranges", ctx.out_dir / "calibration_ranges.json")
-    return quantize_static_qdq(source, target, config, ctx, exclude, ranges)
-
-
-def _streamed_dynamic(header, target, config, ctx, exclude, shared):
-    refuse_convolutional(shared["ops"], config)
-    return _streamed(header, target, config, ctx, exclude, shared)
-
-
-@register_scheme(Int8Dynamic, "int8", streamed=_streamed_dynamic, tflite_mode="dynamic-int8",
-                 searchable=("MatMul", "Gemm"))
-def _int8_dynamic(source, target, config, ctx, exclude, shared):
-    return quantize_dynamic_int8(source, target, config, shared["ops"], exclude)
-
-
-@register_scheme(Int4WeightOnly, "int4", streamed=_streamed, searchable=("MatMul", "Gemm"),
-                 torch=("neural_compressor.torch.quantization",
-                        lambda *a: _inc("int4_weight_only", *a)))
-def _int4(source, target, config, ctx, exclude, shared):
-    from compress.quant.int4 import quantize_int4
-    return quantize_int4(source, target, config, exclude)
-
-
-@register_scheme(Fp16, "fp16", tflite_mode="fp16")
-def _fp16(source, target, config, ctx, exclude, shared):
-    from compress.quant.fp16 import convert_fp16
-    return convert_fp16(source, target, config)
-
-
-def _qat(ctx, artifact, config, target):
-    from compress.quant.qat import int8_qat
-    return int8_qat(ctx, artifact, config, target)
-
-
-register_scheme(Int8Qat, "int8", torch=("torchao.quantization.pt2e", _qat))(None)
-
-
-def _inc(function: str, ctx, artifact, config, target):
-    from compress.quant import inc
-    return getattr(inc, function)(ctx, artifact, config, target)
+Quantize = Annotated[Union[scheme_configs()], Field(discriminator="scheme")]
 
 
 def _torch_module(node) -> Optional[str]:

@@ -1,7 +1,7 @@
 """Every candidate of the int8-static check, as the stage scored it on its calibration
 feeds beside its fidelity on the evaluation feeds it never saw: how far the check's
 ranking can be trusted, and what the margin a fitted candidate must win by
-(int8_steps.FIT_MARGIN_DB) keeps or throws away. Run `make anchors` first: the torch
+(onnx_backend.FIT_MARGIN_DB) keeps or throws away. Run `make anchors` first: the torch
 models' FP32 files come from its run folders.
 
     python examples/anchors/check_candidates.py orientation yolov8n crepe efficientnet
@@ -19,19 +19,19 @@ import compress  # noqa: E402
 from compress.runner.checks import resolve_inputs  # noqa: E402
 from compress.data.feeds import load_dataset  # noqa: E402
 from compress.model.run import run_feeds  # noqa: E402
-from compress.quant import int8_steps  # noqa: E402
+from compress.quant.passes import onnx_backend  # noqa: E402
 from runtimes.metrics import feed_fidelity  # noqa: E402
 
 
 def candidates(name: str) -> str:
     """The stage run once with its candidates kept as scored; each judged after."""
     subject, scored = _subject(name), {}
-    real = int8_steps._scores
+    real = onnx_backend._scores
 
     def keep(models: dict, *rest):
         scored.update(models)
         return real(models, *rest)
-    int8_steps._scores = keep
+    onnx_backend._scores = keep
     try:
         with tempfile.TemporaryDirectory() as folder:
             pipeline = compress.pipeline(
@@ -50,7 +50,7 @@ def candidates(name: str) -> str:
                 check = meta["bias_correction"]["calibration_sqnr_db"][label]
                 cells.append(f"{label}: {check:.2f} / {judged['sqnr_db']:.2f}{top1}")
     finally:
-        int8_steps._scores = real
+        onnx_backend._scores = real
     return f"| {subject.name} | {'; '.join(cells)} | {meta['bias_correction']['kept']} |"
 
 
@@ -58,7 +58,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="+", help="anchors whose name contains this")
     args = parser.parse_args()
-    print(f"margin a fitted candidate must win the check by: {int8_steps.FIT_MARGIN_DB} dB\n\n"
+    print(f"margin a fitted candidate must win the check by: {onnx_backend.FIT_MARGIN_DB} dB\n\n"
           "| model | candidate: check dB / evaluation dB | kept |\n|---|---|---|")
     for name in args.models:
         print(candidates(name), flush=True)

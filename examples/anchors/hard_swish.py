@@ -31,7 +31,7 @@ from by_hand import quantize_by_hand  # noqa: E402
 from compress.runner.checks import resolve_inputs  # noqa: E402
 from compress.data.feeds import load_dataset  # noqa: E402
 from compress.quant import swish_equalize  # noqa: E402
-from compress.quant.int8_steps import channel_ranges  # noqa: E402
+from compress.quant.passes.hard_swish import channel_ranges  # noqa: E402
 
 LARGER_PROSE = ("argparse", "csv", "heapq", "collections", "functools", "itertools", "os",
                 "re", "typing", "logging", "subprocess", "pathlib", "inspect", "asyncio",

@@ -24,7 +24,7 @@ from compress.runner.checks import resolve_inputs  # noqa: E402
 from compress.data.feeds import load_dataset  # noqa: E402
 from compress.model.run import run_feeds  # noqa: E402
 from compress.quant.schemes import bias_method  # noqa: E402
-from compress.quant.tflite_int8 import Int8Settings, label, make_candidates  # noqa: E402
+from compress.quant.passes.tflite_backend import Int8Settings, label, make_candidates  # noqa: E402
 from compress.stages.export_tflite import ExportTflite  # noqa: E402
 from runtimes.metrics import feed_fidelity  # noqa: E402
 

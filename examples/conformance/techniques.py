@@ -38,8 +38,9 @@ from compress.runner.checks import resolve_inputs  # noqa: E402
 from compress.data.feeds import load_dataset  # noqa: E402
 from compress.quant import bias_correction, equalize, fast_bias, float_pass, ranges  # noqa: E402
 from compress.quant.onnx_prep import opset_for  # noqa: E402
-from compress.quant.ort_int8 import preprocess, quantize_static_qdq  # noqa: E402
-from compress.stages.quantize_schemes import Int8Static  # noqa: E402
+from compress.quant.ort_int8 import preprocess  # noqa: E402
+from compress.quant.passes.onnx_backend import quantize_static_qdq  # noqa: E402
+from compress.quant.schemes.int8_static import Int8Static  # noqa: E402
 from runtimes.hostinfo import describe_host  # noqa: E402
 
 WORK = HERE.parents[1] / "runs" / "techniques"

@@ -243,7 +243,7 @@ not a benchmark.
   per-channel QDQ needs, quant_pre_process, onnxruntime's MinMax calibration, then of
   the model as quantized, with fast BC, GPTQ-rounded, and GPTQ-rounded with fast BC, the
   one with the highest output SQNR against the float model on 32 of the calibration
-  feeds (compress/quant/int8_steps.py); then, where hard-swish feeds depthwise
+  feeds (compress/quant/passes/onnx_backend.py); then, where hard-swish feeds depthwise
   convolutions, the same model with those channels equalized, kept if it scores higher
   by 0.5 dB (compress/quant/swish_equalize.py, docs/rounding.md). Seconds: the whole
   stage.

@@ -4,7 +4,7 @@ import pytest
 
 from compress.config.pipeline import Pipeline, load_pipeline, parse_pipeline
 from compress.errors import ConfigError
-from compress.stages.quantize_schemes import Int8Static
+from compress.quant.schemes.int8_static import Int8Static
 from tests.conftest import QUICKSTART, pipeline_dict, run_cli
 
 
@@ -84,7 +84,7 @@ def test_validate_command(tmp_path):
 
 def test_every_scheme_is_registered_with_a_back_end():
     from compress.quant.schemes import SCHEMES
-    from compress.stages.quantize_schemes import SCHEME_CONFIGS
+    from compress.quant.schemes import SCHEME_CONFIGS
     assert set(SCHEMES) == {cls.model_fields["scheme"].default for cls in SCHEME_CONFIGS}
     for spec in SCHEMES.values():
         assert spec.onnx or spec.torch, spec.name

@@ -77,7 +77,7 @@ def test_the_check_scores_each_candidate_as_built_and_writes_the_kept_one(projec
     """GPTQ rounds in a second thread while the candidates without it are scored: those
     keep quantize_static's integers, the rounded ones do not, and the file written is
     the kept candidate."""
-    from compress.quant import int8_steps
+    from compress.quant.passes import onnx_backend as int8_steps
     seen, real = {}, int8_steps._scores
 
     def scores(candidates, *rest):
@@ -117,7 +117,7 @@ def test_the_rounded_model_is_corrected_only_where_the_correction_won(
         project, monkeypatch, unrounded, rounded):
     """The check scores the rounded model once: with the bias correction where it beat
     the unrounded model as quantized, without it where it lost."""
-    from compress.quant import int8_steps
+    from compress.quant.passes import onnx_backend as int8_steps
     scored = []
 
     def scores(candidates, *rest):
@@ -134,7 +134,7 @@ def test_a_fitted_candidate_must_win_the_check_by_the_margin(
         project, monkeypatch, rounded_score, kept):
     """Rounding and correction are fitted on the feeds the check scores them on: the
     model as quantized stays unless one of them beats it by more than FIT_MARGIN_DB."""
-    from compress.quant import int8_steps
+    from compress.quant.passes import onnx_backend as int8_steps
     made_up = {"as quantized": 27.0, "bias": 19.7}
     monkeypatch.setattr(int8_steps, "_scores", lambda candidates, *rest: {
         name: made_up.get(name, rounded_score) for name in candidates})

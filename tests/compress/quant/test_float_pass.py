@@ -9,7 +9,7 @@ import onnx
 import pytest
 
 from compress.quant import float_pass
-from compress.quant.int8_steps import spread
+from compress.quant.passes.check import spread
 from compress.quant.ranges import write_cache
 from tests.compress.quant.test_bias_correction import _int8_static
 from tests.compress.quant.test_int8_techniques import _quantize, _Reader, tiny  # noqa: F401

@@ -173,5 +173,5 @@ def test_settings_asked_for_that_only_the_in_memory_quantizer_makes(settings, re
     """A large model goes tensor by tensor unless a setting set on purpose needs
     onnxruntime's in-memory quantizer; defaults the streamed path cannot make do not."""
     from compress.quant.streamed import _unsupported
-    from compress.stages.quantize_schemes import Int8Static
+    from compress.quant.schemes.int8_static import Int8Static
     assert _unsupported(Int8Static(name="int8", **settings)) == reason

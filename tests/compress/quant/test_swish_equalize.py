@@ -10,7 +10,7 @@ import pytest
 
 import compress
 from compress.quant import swish_equalize
-from compress.quant.int8_steps import channel_ranges
+from compress.quant.passes.hard_swish import channel_ranges
 from tests.compress.quant.test_int8_techniques import _quantize, _sqnr, tiny, train_on_digits  # noqa: F401,E501
 
 
@@ -181,7 +181,7 @@ def _stage(swish, tmp_path, **settings):
 def test_the_stage_checks_the_equalized_file_and_can_be_told(swish, tmp_path):
     """Unset: scored against the file before it on the check's feeds, kept only past the
     margin; true: kept; false: not made."""
-    from compress.quant.int8_steps import FIT_MARGIN_DB
+    from compress.quant.passes.onnx_backend import FIT_MARGIN_DB
     checked = _stage(swish, tmp_path / "checked")["hard_swish_equalization"]
     scores = checked["calibration_sqnr_db"]
     assert checked["sites"] == 3
@@ -196,7 +196,8 @@ def test_the_calibrating_run_takes_the_per_channel_ranges(swish, monkeypatch, tm
     """The float tensors found before quantizing are the sites' own; the calibrating
     run's per-channel ranges are a run of their own's; and the stage makes no float run
     for them where the calibrating run took them."""
-    from compress.quant import float_pass, int8_steps
+    from compress.quant import float_pass
+    from compress.quant.passes import hard_swish as int8_steps
     float_model, qdq = _quantized(swish, "gate")
     names = swish_equalize.float_tensors(float_model)
     assert names == [n for s in swish_equalize.find_sites(qdq) for n in (s.x, s.y)]

@@ -1,0 +1,136 @@
+"""What the quantize stage's schemes share: the settings every scheme has (QuantizeBase)
+and those several have (a mixin each), and the back ends several schemes call. A setting
+exists only on the schemes it means something for, so one set on another scheme is an
+error naming the schemes that have it, never silently ignored. A value the scheme fixes
+(int8-dynamic's uint8 activations) is a class constant, read like a setting."""
+from __future__ import annotations
+
+from typing import ClassVar, Literal, Optional, Union
+
+from pydantic import Field, NonNegativeFloat
+
+from compress.stagebase import StageConfig
+from export import presets
+
+
+class QuantizeBase(StageConfig):
+    # 2: int4 schemes, asymmetric int4 by default, effective bits recorded; 3: presets,
+    # the graph's Q/DQ types recorded; 4: one config class per scheme; 5: a TFLite model's
+    # int8 rounded by GPTQ and checked over two range estimators
+    cache_version = 5
+    type: Literal["quantize"] = Field("quantize", description="INT8, INT4 or fp16 "
+                                      "quantization of an ONNX, TFLite or torch model")
+    preset: presets.PresetName = Field(
+        None, description="export preset (export/presets/) whose settings fill the ones this "
+        "stage leaves unset; default: the one the targets' profiles name (export.preset); "
+        "'none' for none")
+    def bias_method(self) -> Optional[str]:
+        """The bias correction run (see int8_static.bias_method)."""
+        return None
+
+    def required_data(self) -> tuple[str, ...]:
+        return ("evaluation",) if self.max_drop is not None else ()
+
+    def formats(self) -> dict[str, str]:
+        from compress.quant.schemes.registry import SCHEMES
+        spec = SCHEMES[self.scheme]
+        if spec.onnx is None or self.backend != "onnxruntime":
+            return {"torch": "onnx"}
+        tflite = spec.tflite_mode and self.max_drop is None and not (
+            self.qnn or self.static_shapes)
+        return {"onnx": "onnx", **({"tflite": "tflite"} if tflite else {})}
+
+    def format_hint(self, given: str) -> str:
+        from compress.quant.schemes.registry import SCHEMES
+        if given == "torch":
+            return ("put an `export.onnx` (or `export.tflite`) stage before it, or quantize the "
+                    "torch model with `backend: neural-compressor` or `scheme: int8-qat`")
+        if given == "tflite":
+            modes = [name for name, spec in SCHEMES.items() if spec.tflite_mode]
+            return (f"a TFLite model takes schemes {', '.join(modes)}, without max_drop, "
+                    "qnn or static_shapes")
+        return "use backend onnxruntime (not int8-qat) on an ONNX model"
+
+    def for_targets(self, targets: list):
+        what = f"quantize {self.scheme}" + (
+            f" with backend {self.backend}" if self.backend != "onnxruntime" else "")
+        config = presets.apply(self, targets, "onnxruntime", self._preset_settings, what)
+        return config._max_drop_for(targets)
+
+    def _preset_settings(self, preset) -> Optional[dict]:
+        """What `preset` sets on this stage; None where it has nothing for it."""
+        if self.backend != "onnxruntime":
+            return None
+        return preset.for_quantize(self.scheme)
+
+    def _max_drop_for(self, targets: list):
+        if self.max_drop != "targets":
+            return self
+        budgets = {name: p.budget.accuracy_drop for name, p in targets
+                   if p.budget.accuracy_drop is not None}
+        if not budgets:
+            raise ValueError("max_drop: targets needs a target profile with a "
+                             "budget.accuracy_drop; give a number instead")
+        return self.model_copy(update={"max_drop": min(budgets.values())})
+
+
+# Settings other schemes have, as constants for the schemes that do not (read by the code
+# every scheme goes through).
+class OnnxruntimeOnly:
+    backend: ClassVar[str] = "onnxruntime"
+
+
+class NoSearch:
+    max_drop: ClassVar[None] = None
+    exclude_nodes: ClassVar[tuple] = ()
+
+
+class NoQnn:
+    qnn: ClassVar[bool] = False
+
+
+class FromTorch(OnnxruntimeOnly, NoSearch, NoQnn):
+    static_shapes: ClassVar[bool] = False
+
+
+class OnnxShapes(QuantizeBase):
+    static_shapes: bool = Field(
+        False, description="fix every dynamic dimension to the shapes model.inputs declares "
+        "before quantizing (NPUs and graph compilers compile one shape)")
+
+
+class Searchable(OnnxShapes):
+    exclude_nodes: tuple[str, ...] = Field((), description="node names to keep in float")
+    max_drop: Optional[Union[NonNegativeFloat, Literal["targets"]]] = Field(
+        None, description="accuracy-aware: the largest metric drop allowed ('targets': the "
+        "tightest accuracy_drop budget of the pipeline's targets); layers that cost the "
+        "most are kept in float until it holds")
+
+
+class Int8Base(Searchable):
+    per_channel: bool = Field(True, description="a scale per output channel of each weight "
+                              "(per-tensor when false)")
+    reduce_range: bool = Field(False, description="7-bit weights, for x86 CPUs without VNNI")
+    preprocess: bool = Field(True, description="onnxruntime's quant_pre_process first")
+
+
+def backend_field():
+    # a FieldInfo of its own for each class that offers both back ends
+    return Field("onnxruntime", description="onnxruntime: quantizes an ONNX artifact; "
+                 "neural-compressor: quantizes a torch artifact and exports it to ONNX")
+
+
+def streamed(header, target, config, ctx, exclude, shared):
+    """The scheme tensor by tensor (compress/quant/streamed.py), int8-static's calibrated
+    ranges kept in `shared` between the calls of an accuracy-aware search."""
+    from compress.quant.streamed import quantize_streamed
+    return quantize_streamed(header, target, config, ctx, exclude, shared.setdefault("ranges", {}))
+
+
+def neural_compressor(function: str) -> tuple[str, object]:
+    """The torch back end of a scheme neural-compressor makes: compress/quant/inc.py's
+    `function`, the library imported first."""
+    def quantize(ctx, artifact, config, target):
+        from compress.quant import inc
+        return getattr(inc, function)(ctx, artifact, config, target)
+    return "neural_compressor.torch.quantization", quantize
