@@ -9,6 +9,7 @@ from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativ
 
 from profiles.validation import refuse_bools_for_numbers
 from runtimes import engines as engine_registry
+from runtimes.power import METER_NAMES
 from runtimes.errors import RuntimeInputError
 
 
@@ -142,11 +143,9 @@ class Runtime(_Strict):
         return engines
 
 
-METERS = ("auto", "none", "ina3221", "tegrastats", "pi5-pmic", "rapl", "nvml", "command")
-
-
 class Power(_Strict):
-    meter: Literal[METERS] = Field(
+    # the meters runtimes/power/ registers, with auto and none
+    meter: Literal[METER_NAMES] = Field(  # type: ignore[valid-type]
         "auto", description="power meter: auto (the first one found on the measuring "
         "machine), none, ina3221 (Jetson rails, sysfs), tegrastats, pi5-pmic (Raspberry Pi 5 "
         "vcgencmd pmic_read_adc), rapl (Intel powercap), nvml (NVIDIA GPU), command "
@@ -178,6 +177,8 @@ class Power(_Strict):
 
 class Export(_Strict):
     preset: Optional[str] = Field(None, description="export preset this device prefers")
+    # export.tflite's modes, as export/presets.py's TFLITE_MODES lists them (profiles import
+    # nothing from export)
     tflite_mode: Optional[Literal["fp32", "fp16", "dynamic-int8", "int8"]] = Field(
         None, description="the mode export.tflite stages use for this device when the "
         "pipeline does not set one")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 
+from compress.config.data import DATA_ROLES
 from compress.errors import ConfigError, DataError, ModelError
 from compress.runner.tracking.mlflow import check_pipeline as check_tracking
 from profiles import ProfileError, load_profile
@@ -140,7 +141,7 @@ def _check_meters(ctx) -> None:
 
 def _check_data(ctx) -> None:
     from compress.model.inputs import unfixed_dims
-    for role in ("calibration", "evaluation", "train"):
+    for role in DATA_ROLES:
         ctx.dataset(role)
     for index, stage in enumerate(ctx.pipeline.stages, start=1):
         for role in stage.required_data():

@@ -18,6 +18,7 @@ from compress.core.artifacts import Artifact, StageDir, cache_key
 from compress.runner.baselines import baseline_config, formats_needed
 from compress.runner.checks import (apply_target_defaults, preflight, resolve_inputs,  # noqa: F401
                              resolve_targets)
+from compress.config.data import DATA_ROLES
 from compress.config.pipeline import Pipeline
 from compress.runner.context import RunContext
 from compress.errors import CompressError, StageError
@@ -98,7 +99,7 @@ def _drop_empty_run_dir(ctx: RunContext, created_run_dir: bool) -> None:
 
 def _data_digests(ctx: RunContext) -> dict:
     return {role: (ctx.dataset(role).digest if ctx.dataset(role) else None)
-            for role in ("calibration", "evaluation", "train")}
+            for role in DATA_ROLES}
 
 
 def _stage_key(ctx: RunContext, stage, parent: Artifact) -> tuple[str, dict]:
