@@ -16,8 +16,7 @@ from pathlib import Path
 
 from compress.core.artifacts import Artifact, StageDir, cache_key
 from compress.runner.baselines import baseline_config, formats_needed
-from compress.runner.checks import (apply_target_defaults, preflight, resolve_inputs,  # noqa: F401
-                             resolve_targets)
+from compress.runner.checks import preflight, resolve_inputs
 from compress.config.data import DATA_ROLES
 from compress.config.pipeline import Pipeline
 from compress.runner.context import RunContext
@@ -39,6 +38,7 @@ from compress.stages.benchmark import plan_jobs
 from compress.runner.tracking.mlflow import track_result
 from compress.model.verify import verify_outputs
 from compress.runner.judging import gated_verdicts, passed as all_passed, verdicts_of
+from compress.runner.targets import Targets, apply_target_defaults, resolve_targets
 
 
 @dataclass(frozen=True)
@@ -265,22 +265,34 @@ def _report(ctx: RunContext, produced: tuple, gated: set, strict: bool,
     return Result(ctx.run_dir, artifacts, benchmarks, verdicts, passed, report)
 
 
+@dataclass(frozen=True)
+class TrialRun:
+    """What a search hands the run of one of its trials: the targets it resolved (with
+    the trial's own threads and engines), the folder of stages shared between its runs,
+    its memo of measurements, and `compress_only`: make the stages and baselines (into
+    the stage cache) and stop, no device reached, no report (a trial's Ray task)."""
+    targets: Targets
+    stage_cache: Path
+    measured: dict
+    compress_only: bool = False
+
+
 def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = False,
                  quiet: bool = False, config_text: str | None = None,
-                 stage_cache: Path | None = None, measured: dict | None = None,
-                 compress_only: bool = False) -> Result:
-    """`stage_cache`: the folder of stages shared between runs (default: `.stages` in
-    the pipeline's output folder); `measured`: a search's memo of measurements, given
-    to the search's trials only; `compress_only`: make the stages and baselines (into
-    the stage cache) and stop, no device reached, no report (a trial's Ray task)."""
+                 trial: TrialRun | None = None) -> Result:
+    """`trial`: a search's trial (its targets, stage cache and memo); otherwise the
+    targets are resolved here and the stage cache is `.stages` in the output folder."""
     crash.set_run_dir(None)  # a crash before this run's folder exists is not logged in the last
-    targets, gated = resolve_targets(pipeline)
-    pipeline = resolve_inputs(apply_target_defaults(pipeline, targets))
+    targets = trial.targets if trial else resolve_targets(pipeline)
+    pipeline = resolve_inputs(apply_target_defaults(pipeline, targets.pairs))
     run_dir = pipeline.run_dir
+    compress_only = bool(trial and trial.compress_only)
     with Progress(quiet=quiet) as progress:
-        ctx = RunContext(pipeline, progress, run_dir, targets=targets, measured=measured,
-                         trial=measured is not None, compress_only=compress_only,
-                         stage_cache=stage_cache or pipeline.resolve(pipeline.output) / ".stages")
+        ctx = RunContext(pipeline, progress, run_dir, targets=list(targets.pairs),
+                         measured=trial.measured if trial else None, trial=trial is not None,
+                         compress_only=compress_only,
+                         stage_cache=trial.stage_cache if trial else
+                         pipeline.resolve(pipeline.output) / ".stages")
         progress.note(f"{pipeline.name}: checking the model, data and profiles")
         preflight(ctx)
         created_run_dir = not run_dir.exists()
@@ -297,7 +309,7 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
             if compress_only:
                 crash.set_run_dir(None)
                 return Result(run_dir, produced[0], [], [], True, {})
-            result = _report(ctx, produced, gated, strict, config_text)
+            result = _report(ctx, produced, targets.gated, strict, config_text)
             track_result(pipeline, result, progress.note)
             crash.set_run_dir(None)
             return result

@@ -123,10 +123,9 @@ def _passed(recommendations: list[dict], gated: set, strict: bool) -> bool:
 
 def conclude(search, strategy: str, config_text: str | None):
     """Merge the trials, decide, write runs/<name>/report.*; the runner's Result."""
-    from compress.runner.checks import resolve_targets
     from compress.runner.run import Result
     pipeline = search.pipeline
-    targets, gated = resolve_targets(pipeline)
+    targets, gated = search.targets.pairs, search.targets.gated
     merged = _Merged()
     trials = _trial_rows(search, merged)
     decided = decision(merged.artifacts, merged.benchmarks,

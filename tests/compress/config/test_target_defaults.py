@@ -6,7 +6,7 @@ import pytest
 
 from compress.config.pipeline import parse_pipeline
 from compress.errors import ConfigError
-from compress.runner.checks import apply_target_defaults
+from compress.runner.targets import apply_target_defaults
 from compress.stages.benchmark import plan_jobs
 from profiles import load_profile
 from tests.conftest import pipeline_dict
