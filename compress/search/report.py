@@ -16,7 +16,7 @@ from compress.core.artifacts import Artifact
 from compress.report.decide import CANDIDATE, SHIP
 from compress.runner.manifest import build_manifest
 from compress.report.recommend import decision
-from compress.report.build import build_report, write_reports
+from compress.report.build import Judged, Measured, build_report, write_reports
 from profiles import Verdict
 
 
@@ -135,9 +135,10 @@ def conclude(search, strategy: str, config_text: str | None):
     source = merged.artifacts[0].sha256 if merged.artifacts else ""
     manifest = build_manifest(pipeline, hashlib.sha256(config_text.encode()).hexdigest(),
                               source, targets, [*merged.benchmarks, *merged.comparisons])
-    report = build_report(pipeline, manifest, merged.artifacts, merged.benchmarks,
-                          merged.verdicts, merged.models, gated=gated, passed=passed,
-                          strict=search.options["strict"], engine_baselines=merged.comparisons)
+    report = build_report(pipeline, manifest,
+                          Measured(merged.artifacts, merged.models, merged.benchmarks,
+                                   engine_baselines=merged.comparisons),
+                          Judged(merged.verdicts, gated, passed, search.options["strict"]))
     report.update(decided)
     report["pipeline"]["config"] = history.config_record(pipeline)
     report["search"] = {"strategy": strategy, "resumed": search.resumed,
