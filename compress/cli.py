@@ -96,13 +96,15 @@ def _print_summary(result) -> None:
 
 def _cmd_validate(args) -> int:
     from compress.config.pipeline import load_pipeline
-    from compress.runner.checks import apply_target_defaults, resolve_inputs, resolve_targets
+    from compress.runner.checks import resolve_inputs
+    from compress.runner.targets import apply_target_defaults, resolve_targets
     pipeline = load_pipeline(args.file)
-    resolve_inputs(apply_target_defaults(pipeline, resolve_targets(pipeline)[0]))
+    targets = resolve_targets(pipeline)
+    resolve_inputs(apply_target_defaults(pipeline, targets.pairs))
     searched = ""
     if pipeline.search is not None:
         from compress.search.space import axes, size
-        count = size(axes(pipeline))
+        count = size(axes(pipeline, targets))
         searched = (f", searching {count} combination{'s' if count > 1 else ''} of "
                     f"{', '.join(pipeline.search.space)}")
     print(f"{args.file}: valid pipeline '{pipeline.name}' with {len(pipeline.stages)} stages "

@@ -10,20 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import Field
 
-from profiles.validation import refuse_bools_for_numbers
-
-
-class Strict(BaseModel):
-    # A typo in YAML must be an error, never a silently ignored key; nor is a NaN, an
-    # infinity or `true` a number.
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _numbers_are_numbers(cls, data):
-        return refuse_bools_for_numbers(cls, data)
+from profiles.validation import Strict
 
 
 class StageConfig(Strict):

@@ -40,9 +40,14 @@ class QuantizeSettings(_Strict):
     keep_io_types: Optional[bool] = None
 
 
+# export.tflite's modes (profiles/schema.py's Export.tflite_mode lists them too: profiles
+# import nothing from export)
+TFLITE_MODES = ("fp32", "fp16", "dynamic-int8", "int8")
+
+
 class TfliteSettings(_Strict):
     """What a preset sets on an `export.tflite` stage."""
-    mode: Optional[Literal["fp32", "fp16", "dynamic-int8", "int8"]] = None
+    mode: Optional[Literal[TFLITE_MODES]] = None  # type: ignore[valid-type]
     io: Optional[Literal["float", "int8"]] = None
     channels_last: Optional[bool] = None
     op_check: Optional[Literal["edgetpu"]] = Field(

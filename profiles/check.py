@@ -11,6 +11,9 @@ PASS, FAIL, UNMEASURED, OFF_TARGET = "pass", "fail", "unmeasured", "off-target"
 # on a machine with no meter at all: not judged, and not a failure even with --strict.
 NO_METER = "no-meter"
 METERED = ("energy_mj", "power_w")
+# the unit each budget is written in (the report prints it after the number)
+UNITS = {"latency_p90_ms": "ms", "peak_memory_mb": "MB", "model_size_mb": "MB",
+         "energy_mj": "mJ", "power_w": "W", "accuracy_drop": ""}
 NO_METER_REASON = ("the budget applies where a meter is (RAPL, an external meter: "
                    "docs/reference.md, Power and energy)")
 

@@ -3,25 +3,16 @@ from __future__ import annotations
 
 from typing import Literal, Optional, Union
 
-from pydantic import (BaseModel, ConfigDict, Field, NonNegativeFloat, NonNegativeInt,
-                      PositiveFloat, PositiveInt, StrictBool, field_validator,
-                      model_validator)
+from pydantic import (Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
+                      StrictBool, field_validator, model_validator)
 
-from profiles.validation import refuse_bools_for_numbers
+from profiles.validation import Strict
 from runtimes import engines as engine_registry
+from runtimes.power import METER_NAMES
 from runtimes.errors import RuntimeInputError
 
 
-class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
-
-    @model_validator(mode="before")
-    @classmethod
-    def _numbers_are_numbers(cls, data):
-        return refuse_bools_for_numbers(cls, data)
-
-
-class Device(_Strict):
+class Device(Strict):
     arch: str = Field(description="machine architecture as `uname -m` prints it "
                       "(x86_64, aarch64), or 'any' for whatever machine runs the benchmark")
     cpu: Optional[str] = Field(None, description="CPU, for people reading the report")
@@ -38,7 +29,7 @@ AUTO = "auto"    # the runner probes the installed engines on the target, the fa
 Engine = Literal[(*ENGINES, AUTO)]          # type: ignore[valid-type]
 
 
-class Provider(_Strict):
+class Provider(Strict):
     """An onnxruntime execution provider, with its options (strings, numbers, booleans)."""
     name: str = Field(description="e.g. TensorrtExecutionProvider, CUDAExecutionProvider, "
                       "OpenVINOExecutionProvider, QNNExecutionProvider")
@@ -56,7 +47,7 @@ class Provider(_Strict):
         return self
 
 
-class Runtime(_Strict):
+class Runtime(Strict):
     engines: tuple[Engine, ...] = Field(
         ENGINES, min_length=1, description="engines that run models on this device, in "
         "priority order: an artifact is measured with the first listed that runs its format "
@@ -142,11 +133,9 @@ class Runtime(_Strict):
         return engines
 
 
-METERS = ("auto", "none", "ina3221", "tegrastats", "pi5-pmic", "rapl", "nvml", "command")
-
-
-class Power(_Strict):
-    meter: Literal[METERS] = Field(
+class Power(Strict):
+    # the meters runtimes/power/ registers, with auto and none
+    meter: Literal[METER_NAMES] = Field(  # type: ignore[valid-type]
         "auto", description="power meter: auto (the first one found on the measuring "
         "machine), none, ina3221 (Jetson rails, sysfs), tegrastats, pi5-pmic (Raspberry Pi 5 "
         "vcgencmd pmic_read_adc), rapl (Intel powercap), nvml (NVIDIA GPU), command "
@@ -176,14 +165,16 @@ class Power(_Strict):
         return self
 
 
-class Export(_Strict):
+class Export(Strict):
     preset: Optional[str] = Field(None, description="export preset this device prefers")
+    # export.tflite's modes, as export/presets.py's TFLITE_MODES lists them (profiles import
+    # nothing from export)
     tflite_mode: Optional[Literal["fp32", "fp16", "dynamic-int8", "int8"]] = Field(
         None, description="the mode export.tflite stages use for this device when the "
         "pipeline does not set one")
 
 
-class Budget(_Strict):
+class Budget(Strict):
     latency_p90_ms: Optional[PositiveFloat] = None
     peak_memory_mb: Optional[PositiveFloat] = Field(
         None, description="peak resident memory of the whole benchmark process")
@@ -196,7 +187,7 @@ class Budget(_Strict):
         None, ge=0, description="largest allowed drop of the metric below the original model")
 
 
-class Profile(_Strict):
+class Profile(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.@-]+$", description="what reports call the "
                       "device (letters, digits, _ . @ -)")
     description: str = ""

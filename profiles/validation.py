@@ -1,9 +1,12 @@
 """pydantic's validation errors in the words of the file a person wrote: a field path
 without pydantic's internal names (union members such as `constrained-str` or
-`function-after[...]`), and a plain message. Shared by pipelines and profiles."""
+`function-after[...]`), and a plain message; and Strict, the base of every model of
+both. Shared by pipelines and profiles."""
 from __future__ import annotations
 
 import re
+
+from pydantic import BaseModel, ConfigDict, model_validator
 
 # names pydantic puts in an error's location that are not keys of the document
 _INTERNAL = re.compile(r"^(constrained-\w+|[\w-]+\[.*\]|str|int|float|bool|none|bytes)$")
@@ -65,6 +68,17 @@ def refuse_bools_for_numbers(model_cls, data):
             if isinstance(value, bool) and field is not None and _takes_number(field.annotation):
                 data[name] = _Bool(value)
     return data
+
+
+class Strict(BaseModel):
+    # A typo in YAML must be an error, never a silently ignored key; nor is a NaN, an
+    # infinity or `true` a number.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _numbers_are_numbers(cls, data):
+        return refuse_bools_for_numbers(cls, data)
 
 
 def first_per_field(errors: list[dict]) -> list[dict]:

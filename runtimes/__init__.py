@@ -5,7 +5,8 @@ or a Jetson (`pip install "edge-compress[device]"`) without PyTorch.
 """
 from runtimes.errors import RuntimeInputError
 from runtimes.loader import load
-from runtimes.measure import measure
+from runtimes.measure import Timing, measure
 from runtimes.session import FunctionSession, Session, TensorSpec
 
-__all__ = ["load", "measure", "Session", "FunctionSession", "TensorSpec", "RuntimeInputError"]
+__all__ = ["load", "measure", "Timing", "Session", "FunctionSession", "TensorSpec",
+           "RuntimeInputError"]

@@ -23,6 +23,7 @@ import time
 from runtimes import conditions, engines
 from runtimes import feeds as feeds_mod
 from runtimes import sysread
+from runtimes.bench_metric import evaluate_feeds, layout
 from runtimes.bench_options import BenchOptions, options_from, parser
 from runtimes.bench_report import print_human
 from runtimes.cpus import available_cpus, pin
@@ -30,9 +31,8 @@ from runtimes.engine_choice import AUTO, choose
 from runtimes.errors import RuntimeInputError
 from runtimes.hostinfo import describe_host
 from runtimes.loader import model_files
-from runtimes.measure import measure
+from runtimes.measure import Timing, measure
 from runtimes.memory import current_rss_mb
-from runtimes.metrics import evaluate
 
 PROGRESS_PREFIX = "@progress"
 
@@ -56,57 +56,6 @@ def _progress_printer(enabled: bool):
             step["last"] = pct // 5
             print(f"{PROGRESS_PREFIX} {min(done, total)} {total}", file=sys.stderr, flush=True)
     return report
-
-
-def _run_feeds(session, feeds: list) -> list:
-    """The outputs of every feed, run one model call each; a feed the model refuses is
-    named (the runtimes raise their own untyped errors)."""
-    outputs = []
-    for index, feed in enumerate(feeds):
-        try:
-            outputs.append(session.run(feeds_mod.select_inputs(feed, session.inputs)))
-        except RuntimeInputError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - onnxruntime and LiteRT errors
-            shapes = {k: list(v.shape) for k, v in feed.items()}
-            raise RuntimeInputError(f"evaluation feed {index} {shapes}: the model fails on "
-                                    f"it: {' '.join(str(exc).split())[:300]}") from None
-    return outputs
-
-
-def _evaluate(session, data: feeds_mod.FeedFile, opts: BenchOptions) -> dict | None:
-    metric = opts.metric or ("accuracy" if data.labels is not None else
-                             "fidelity" if data.references is not None else None)
-    if metric is None and not opts.save_outputs:
-        return None
-    if metric == "accuracy" and data.labels is None or \
-            metric == "fidelity" and data.references is None:
-        need = (f"labels: an array {feeds_mod.LABELS_KEY}, one integer class per sample"
-                if metric == "accuracy" else f"reference outputs: an array "
-                f"{feeds_mod.REFERENCE_KEY}, the original model's first output per sample")
-        raise RuntimeInputError(f"metric '{metric}' needs {need}, in the inputs file "
-                                f"(--eval, else --inputs)")
-    outputs = _run_feeds(session, data.feeds)
-    if opts.save_outputs:
-        feeds_mod.write_outputs(opts.save_outputs, outputs, session.outputs)
-    if metric is None:
-        return None
-    try:
-        result = evaluate(outputs, metric=metric, labels=data.labels, reference=data.references,
-                          primary=opts.primary, names=list(session.outputs),
-                          pairs=opts.pairs or opts.primary == "pair_spearman")
-    except ValueError as exc:
-        raise RuntimeInputError(f"metric '{metric}': {exc}") from None
-    result["samples"] = len(data.feeds)
-    return result
-
-
-def _layout(data: feeds_mod.FeedFile, opts: BenchOptions) -> feeds_mod.FeedFile:
-    if not opts.nhwc:
-        return data
-    data.feeds = [{k: (v.transpose(0, 2, 3, 1) if v.ndim == 4 else v) for k, v in feed.items()}
-                  for feed in data.feeds]
-    return data
 
 
 def _energy_fields(energy: dict | None, meter_note: str | None) -> dict:
@@ -134,7 +83,7 @@ def _timed_feeds(session, raw: dict | None, opts: BenchOptions) -> tuple[dict, f
     """(the inputs timed, the first inference's milliseconds): the first feed of the
     inputs file, else random ones; run once here, so that a model that fails on them says
     so in one line, and that first call is the first-inference latency."""
-    data = _layout(feeds_mod.read_feeds(raw, session.inputs), opts) if raw is not None else None
+    data = layout(feeds_mod.read_feeds(raw, session.inputs), opts) if raw is not None else None
     if data is not None and data.feeds:
         feeds = feeds_mod.select_inputs(data.feeds[0], session.inputs)
         feeds_mod.check_feeds(feeds, session.inputs)
@@ -166,8 +115,8 @@ def _timed(model: str, engine: engines.Engine, raw: dict | None, opts: BenchOpti
     load_ms = (time.perf_counter() - start) * 1e3
     try:
         feeds, first_ms = _timed_feeds(session, raw, opts)
-        timing = measure(session, feeds, warmup=opts.warmup, runs=opts.runs,
-                         min_seconds=opts.seconds, meter=meter,
+        timing = measure(session, feeds, Timing(opts.warmup, opts.runs, opts.seconds),
+                         meter=meter,
                          on_progress=_progress_printer(opts.progress),
                          snapshot=lambda: conditions.snapshot(opts.sysfs_root))
         return {"load_ms": load_ms, "first_run_ms": first_ms, **timing}, session.describe(), feeds
@@ -180,8 +129,8 @@ def _fresh_metric(model: str, engine: engines.Engine, raw: dict, opts: BenchOpti
     """The metric from a fresh session: a stateful model (variables, ring buffers) starts
     its evaluation stream from its initial state, not where the timed runs left it."""
     with _open(model, engine, opts) as fresh:
-        return _evaluate(fresh, _layout(feeds_mod.read_feeds(raw, fresh.inputs, eval_batch),
-                                        opts), opts)
+        data = layout(feeds_mod.read_feeds(raw, fresh.inputs, eval_batch), opts)
+        return evaluate_feeds(fresh, data, opts)
 
 
 def _read_inputs(path: str | None) -> dict | None:

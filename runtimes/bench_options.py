@@ -10,6 +10,7 @@ from runtimes import engines, sysread
 from runtimes.cpus import parse_cpus
 from runtimes.engines import Settings
 from runtimes.errors import RuntimeInputError
+from runtimes.metrics import PRIMARY_KEYS
 from runtimes.power import AUTO_ORDER, METER_NAMES
 
 
@@ -102,7 +103,7 @@ def _add_measurement(p: argparse.ArgumentParser) -> None:
     """The metric and what the report holds."""
     p.add_argument("--metric", choices=["accuracy", "fidelity"])
     p.add_argument("--primary", default="top1_agreement",
-                   choices=["top1_agreement", "cosine", "pair_spearman"])
+                   choices=list(PRIMARY_KEYS))
     p.add_argument("--pairs", action="store_true", help="fidelity: rows 2i and 2i+1 are "
                    "pairs; also report pair_spearman (do the pairs keep their order)")
     p.add_argument("--eval-batch", type=positive_int, default=32)

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import statistics
 import time
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
@@ -25,17 +26,23 @@ def summarize_latencies(latencies_ms: list[float]) -> dict:
     }
 
 
-def measure(session: Session, feeds: dict[str, np.ndarray], *, warmup: int = 10,
-            runs: int = 100, min_seconds: float = 0.0, meter=None,
-            on_progress: Callable[[int, int], None] | None = None,
-            snapshot: Callable[[], dict] | None = None) -> dict:
-    """Time `session.run(feeds)`.
+@dataclass(frozen=True)
+class Timing:
+    """How long to time: `warmup` untimed runs, then at least `runs` timed ones, going on
+    until `min_seconds` have passed."""
+    warmup: int = 10
+    runs: int = 100
+    min_seconds: float = 0.0
 
-    Runs at least `runs` timed iterations and keeps going until `min_seconds` have
-    passed. Returns latency statistics in milliseconds, throughput in samples per
-    second (batch size taken from the first input) and the process's peak RSS. Inputs are
-    converted to the model's own types once, before timing (int8 for a full-int8 TFLite
-    model).
+
+def measure(session: Session, feeds: dict[str, np.ndarray], timing: Timing = Timing(), *,
+            meter=None, on_progress: Callable[[int, int], None] | None = None,
+            snapshot: Callable[[], dict] | None = None) -> dict:
+    """Time `session.run(feeds)` as `timing` says.
+
+    Returns latency statistics in milliseconds, throughput in samples per second (batch
+    size taken from the first input) and the process's peak RSS. Inputs are converted to
+    the model's own types once, before timing (int8 for a full-int8 TFLite model).
 
     With a `meter`: its idle baseline is measured first (model loaded, nothing running),
     then it samples over the timed window only, and "energy" holds its `stop()` figures
@@ -46,42 +53,51 @@ def measure(session: Session, feeds: dict[str, np.ndarray], *, warmup: int = 10,
     feeds = session.native_feeds(feeds)
     if meter is not None and hasattr(meter, "measure_idle"):
         meter.measure_idle()
-    for _ in range(max(0, warmup)):
+    for _ in range(max(0, timing.warmup)):
         session.run(feeds)
     batch = int(next(iter(feeds.values())).shape[0]) if feeds else 1
-    latencies: list[float] = []
     before = snapshot() if snapshot else None
     if meter is not None:
         meter.start()
     try:
-        window_start = time.perf_counter()
-        while len(latencies) < runs or time.perf_counter() - window_start < min_seconds:
-            t0 = time.perf_counter_ns()
-            session.run(feeds)
-            latencies.append((time.perf_counter_ns() - t0) / 1e6)
-            if on_progress:
-                on_progress(len(latencies), runs)
-        window_s = time.perf_counter() - window_start
+        latencies, window_s = _timed(session, feeds, timing, on_progress)
         # Clocks and temperatures as they were while running, before the meter's own
         # shutdown lets a governor drop the frequency.
         after = snapshot() if snapshot else None
     finally:
         power = meter.stop() if meter is not None else None  # {"joules": ..., ...}
-    energy = None
-    if power is not None:
-        # Energy over the timed window itself: the meter's window also holds its start
-        # and shutdown (a last read, a subprocess killed), which no inference used.
-        joules = (power["active_w"] * window_s if power.get("joules") is not None
-                  and power.get("active_w") is not None else None)
-        energy = {**power, "joules": joules, "window_s": window_s,
-                  "mj_per_inference": (joules * 1000 / (len(latencies) * batch)
-                                       if joules is not None else None)}
-    stats = summarize_latencies(latencies)
     return {
-        "runs": len(latencies), "warmup": warmup, "batch_size": batch,
-        "latency_ms": stats, "latency_samples_ms": latencies, "window_s": window_s,
+        "runs": len(latencies), "warmup": timing.warmup, "batch_size": batch,
+        "latency_ms": summarize_latencies(latencies), "latency_samples_ms": latencies,
+        "window_s": window_s,
         "throughput_per_s": batch * len(latencies) / window_s if window_s > 0 else None,
         "peak_rss_mb": peak_rss_mb(),
-        "energy": energy,
+        "energy": _energy(power, window_s, len(latencies) * batch),
         "conditions": {"before": before, "after": after} if snapshot else None,
     }
+
+
+def _timed(session: Session, feeds: dict, timing: Timing,
+           on_progress: Callable[[int, int], None] | None) -> tuple[list[float], float]:
+    """The timed window: each run's latency in ms, and the window's length in seconds."""
+    latencies: list[float] = []
+    window_start = time.perf_counter()
+    while len(latencies) < timing.runs or time.perf_counter() - window_start < timing.min_seconds:
+        t0 = time.perf_counter_ns()
+        session.run(feeds)
+        latencies.append((time.perf_counter_ns() - t0) / 1e6)
+        if on_progress:
+            on_progress(len(latencies), timing.runs)
+    return latencies, time.perf_counter() - window_start
+
+
+def _energy(power: dict | None, window_s: float, samples: int) -> dict | None:
+    """The meter's figures with the energy over the timed window itself: the meter's window
+    also holds its start and shutdown (a last read, a subprocess killed), which no
+    inference used."""
+    if power is None:
+        return None
+    joules = (power["active_w"] * window_s if power.get("joules") is not None
+              and power.get("active_w") is not None else None)
+    return {**power, "joules": joules, "window_s": window_s,
+            "mj_per_inference": joules * 1000 / samples if joules is not None else None}

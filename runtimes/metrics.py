@@ -16,6 +16,7 @@ row against a non-zero one is orthogonal (cosine 0), and SQNR is clamped to +-SQ
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
@@ -136,9 +137,16 @@ def _first_rows(outputs: Sequence[Sequence]) -> np.ndarray:
     return np.concatenate([_rows(feed[0]) for feed in outputs])
 
 
+@dataclass(frozen=True)
+class Scoring:
+    """How fidelity is scored: `primary`, the figure budgets are checked on (one of
+    PRIMARY_KEYS); `pairs`, rows 2i and 2i+1 are pairs (pair_spearman is reported)."""
+    primary: str = "top1_agreement"
+    pairs: bool = False
+
+
 def evaluate(outputs, *, metric: str, labels=None, reference=None,
-             primary: str = "top1_agreement", pairs: bool = False,
-             names: Sequence[str] | None = None) -> dict:
+             names: Sequence[str] | None = None, scoring: Scoring = Scoring()) -> dict:
     """Return {name, value, details}: `value` is the number budgets are checked on; the
     details hold the fidelity to `reference` wherever it is given (accuracy too).
     `outputs` and `reference`: per feed, the list of the model's outputs (an array alone
@@ -153,9 +161,9 @@ def evaluate(outputs, *, metric: str, labels=None, reference=None,
         details = feed_fidelity(outputs, reference, names) if reference is not None else {}
         return {"name": "accuracy", "value": accuracy(rows, labels), "details": details}
     details = feed_fidelity(outputs, reference, names)
-    if pairs:
+    if scoring.pairs:
         details["pair_spearman"] = pair_spearman(_first_rows(outputs), _first_rows(reference))
-    return {"name": primary, "value": details[primary], "details": details}
+    return {"name": scoring.primary, "value": details[scoring.primary], "details": details}
 
 
 def _as_list(value) -> list:

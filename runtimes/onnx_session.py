@@ -63,6 +63,67 @@ def _load_nvidia_libraries(ort, names: list[str]) -> None:
             pass
 
 
+def _session_options(ort, threads: int | None, providers: list | None, configure):
+    options = ort.SessionOptions()
+    if not providers:  # on the CPU provider alone, errors only: its warnings repeat
+        options.log_severity_level = 3  # per call (ddddocr's wrong output shape)
+    if threads:
+        options.intra_op_num_threads = int(threads)
+        options.inter_op_num_threads = 1
+    # A benchmark must not be skewed by threads spinning after each run.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "1")
+    if configure is not None:
+        configure(options)
+    return options
+
+
+def _start(ort, path: str, options, providers: list | None):
+    """The InferenceSession on the providers asked for (the CPU provider last), with a
+    plugin provider attached through its devices."""
+    names, provider_options = _provider_lists(providers or [])
+    _load_nvidia_libraries(ort, names)
+    plugins = register_plugins(ort, names)
+    check_available(names, ort.get_available_providers() + plugins)
+    if plugins and len(names) > 2:
+        raise RuntimeInputError(f"{plugins[0]} is a plugin provider: ask for it alone "
+                                "(the CPU provider still takes what it leaves)")
+    if plugins:  # attached through its devices; the CPU provider comes with the session
+        attach(ort, options, names[0], provider_options[0])
+    try:
+        session = (ort.InferenceSession(path, options) if plugins else
+                   ort.InferenceSession(path, options, providers=names,
+                                        provider_options=provider_options))
+    except Exception as exc:  # onnxruntime raises its own untyped errors
+        raise _load_error(str(exc).strip().splitlines()[0], names, path) from None
+    # onnxruntime drops a provider that fails to start (a missing CUDA library) with a
+    # warning and runs on the CPU: that is not the accelerator's number.
+    dropped = [n for n in names if n not in session.get_providers()]
+    if dropped:
+        raise ProviderUnavailable(
+            f"{', '.join(dropped)} {'is' if len(dropped) == 1 else 'are'} installed but "
+            f"did not start for {path} (onnxruntime "
+            "left it out, see its warning above); check the driver and libraries")
+    return session
+
+
+def _load_error(said: str, names: list[str], path: str) -> Exception:
+    """What onnxruntime's error `said` when it could not start the session means."""
+    if len(names) > 1 and ": EP_FAIL :" in said:
+        # the provider started but could not compile this model here (QNN's HTP
+        # simulator runs out of memory finalizing some graphs on some x86 CPUs):
+        # nothing to measure on it, which is not the user's input at fault
+        return ProviderUnavailable(
+            f"{', '.join(names[:-1])} could not compile {path} on this machine: {said}")
+    if len(names) > 1:  # an accelerator was asked for: most often its options
+        return RuntimeInputError(
+            f"onnxruntime cannot start {', '.join(names[:-1])} for {path}: {said}. "
+            "Check the provider's options in the profile (QNN needs backend_type, "
+            "e.g. htp) and that the model suits it")
+    return RuntimeInputError(
+        f"onnxruntime cannot load {path}: {said}. Check that the file is a complete "
+        "ONNX model (re-export it if it was truncated or edited).")
+
+
 class OnnxRuntimeSession(Session):
     engine = "onnxruntime"
 
@@ -76,54 +137,8 @@ class OnnxRuntimeSession(Session):
 
         if not os.path.isfile(path):
             raise RuntimeInputError(f"model file not found: {path}")
-        options = ort.SessionOptions()
-        if not providers:  # on the CPU provider alone, errors only: its warnings repeat
-            options.log_severity_level = 3  # per call (ddddocr's wrong output shape)
-        if threads:
-            options.intra_op_num_threads = int(threads)
-            options.inter_op_num_threads = 1
-        # A benchmark must not be skewed by threads spinning after each run.
-        options.add_session_config_entry("session.intra_op.allow_spinning", "1")
-        if configure is not None:
-            configure(options)
-        names, provider_options = _provider_lists(providers or [])
-        _load_nvidia_libraries(ort, names)
-        plugins = register_plugins(ort, names)
-        check_available(names, ort.get_available_providers() + plugins)
-        if plugins and len(names) > 2:
-            raise RuntimeInputError(f"{plugins[0]} is a plugin provider: ask for it alone "
-                                    "(the CPU provider still takes what it leaves)")
-        if plugins:  # attached through its devices; the CPU provider comes with the session
-            attach(ort, options, names[0], provider_options[0])
-        try:
-            self._session = (ort.InferenceSession(path, options) if plugins else
-                             ort.InferenceSession(path, options, providers=names,
-                                                  provider_options=provider_options))
-        except Exception as exc:  # onnxruntime raises its own untyped errors
-            said = str(exc).strip().splitlines()[0]
-            if len(names) > 1 and ": EP_FAIL :" in said:
-                # the provider started but could not compile this model here (QNN's HTP
-                # simulator runs out of memory finalizing some graphs on some x86 CPUs):
-                # nothing to measure on it, which is not the user's input at fault
-                raise ProviderUnavailable(
-                    f"{', '.join(names[:-1])} could not compile {path} on this machine: "
-                    f"{said}") from None
-            if len(names) > 1:  # an accelerator was asked for: most often its options
-                raise RuntimeInputError(
-                    f"onnxruntime cannot start {', '.join(names[:-1])} for {path}: {said}. "
-                    "Check the provider's options in the profile (QNN needs backend_type, "
-                    "e.g. htp) and that the model suits it") from None
-            raise RuntimeInputError(
-                f"onnxruntime cannot load {path}: {said}. Check that the file is a complete "
-                "ONNX model (re-export it if it was truncated or edited).") from None
-        # onnxruntime drops a provider that fails to start (a missing CUDA library) with a
-        # warning and runs on the CPU: that is not the accelerator's number.
-        dropped = [n for n in names if n not in self._session.get_providers()]
-        if dropped:
-            raise ProviderUnavailable(
-                f"{', '.join(dropped)} {'is' if len(dropped) == 1 else 'are'} installed but "
-                f"did not start for {path} (onnxruntime "
-                "left it out, see its warning above); check the driver and libraries")
+        options = _session_options(ort, threads, providers, configure)
+        self._session = _start(ort, path, options, providers)
         self.threads = threads
         self._version = ort.__version__
         self.inputs = tuple(

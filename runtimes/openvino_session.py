@@ -89,7 +89,7 @@ def _text(info: dict, key: str) -> str:
     return info[key].astype(str) if key in info else ""
 
 
-# OpenVINO's layer types as the ONNX op whose FLOP count (placement.node_flops) they share
+# OpenVINO's layer types as the ONNX op whose FLOP count (flops.node_flops) they share
 _AS_ONNX = {"Convolution": "Conv", "GroupConvolution": "Conv", "FullyConnected": "MatMul"}
 
 
@@ -98,9 +98,9 @@ def _static(shape) -> list[int] | None:
 
 
 def _flops(kind: str, node) -> int | None:
-    """placement.node_flops of the node's shapes; a grouped convolution's weight [groups,
+    """flops.node_flops of the node's shapes; a grouped convolution's weight [groups,
     out, in, kh, kw] read as ONNX's [groups x out, in, kh, kw]."""
-    from runtimes.placement import node_flops
+    from runtimes.flops import node_flops
     out = _static(node.get_output_partial_shape(0)) if node.get_output_size() else None
     if out is None:
         return None

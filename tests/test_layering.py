@@ -172,7 +172,8 @@ def test_the_cycle_finder_finds_a_cycle():
 # Where work runs is one interface (compress/measure/places.py, fleet.py, dispatch.py and
 # the search's executors): the runner, the benchmark stage and the search reach devices,
 # SSH and Ray only through it.
-THROUGH_EXECUTORS = ("compress/runner/run.py", "compress/stages/benchmark.py",
+THROUGH_EXECUTORS = ("compress/runner/run.py", "compress/runner/produce.py",
+                     "compress/stages/benchmark.py",
                      "compress/search/driver.py", "compress/measure/copies.py",
                      "compress/measure/inputs.py")
 

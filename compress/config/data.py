@@ -11,6 +11,7 @@ from pydantic.json_schema import SkipJsonSchema
 from compress.model.spec import CallableName, WithObjects
 from compress.core.pyobjects import PyData, PyObject, from_yaml
 from compress.stagebase import Strict
+from runtimes.metrics import PRIMARY_KEYS
 
 _SETTINGS = {"loader", "npz", "kwargs", "value"}
 
@@ -73,7 +74,7 @@ class Metric(WithObjects):
         "agreement with the original model's outputs, for any model (per output and overall: "
         "cosine, SQNR in dB, mean and max absolute error; top-1 agreement); custom: your "
         "own function")
-    primary: Literal["top1_agreement", "cosine", "pair_spearman"] = Field(
+    primary: Literal[PRIMARY_KEYS] = Field(  # type: ignore[valid-type]
         "top1_agreement", description="for fidelity: the number budgets are checked on")
     pairs: bool = Field(
         False, description="for fidelity: rows 2i and 2i+1 of the evaluation data are pairs "
@@ -117,3 +118,7 @@ class DataSpec(Strict):
         None, description="training data for fine-tuning and distillation (labels optional)")
     metric: Optional[Metric] = Field(
         None, description="default: accuracy when the evaluation data has labels, else fidelity")
+
+
+# the roles data plays (calibration, evaluation, train): every DataSpec field but the metric
+DATA_ROLES = tuple(name for name in DataSpec.model_fields if name != "metric")

@@ -18,14 +18,17 @@ class GraphProblem(Exception):
     message: str
 
 
-def _origin(parent: str, names: list[str], stages) -> str:
+def _origin(parent: str, pipeline) -> str:
     if parent == "source":
         return "the model as given"
-    index = names.index(parent)
-    return f"made by stage {index + 1} ({stages[index].type})"
+    index = pipeline.stage_names().index(parent)
+    return f"made by stage {index + 1} ({pipeline.stages[index].type})"
 
 
-def _problem(index, stage, given, parent, names, stages, formats):
+def _problem(pipeline, index: int, given: str, parent: str, formats: dict) -> GraphProblem:
+    """Stage `index` is given `given` (made by `parent`), which it cannot take; `formats`:
+    the artifacts before it, one of which it may take instead."""
+    stage = pipeline.stages[index]
     accepted = stage.formats()
     takes = " or ".join(FORMAT_NAMES[f] for f in accepted) or "no model"
     # earlier artifacts it could take instead, then what the stage itself suggests
@@ -35,7 +38,7 @@ def _problem(index, stage, given, parent, names, stages, formats):
     fix = f" Fix: {'; or '.join(fixes)}" if fixes else ""
     return GraphProblem(index, "input", (
         f"stage {index + 1} ({stage.type}) takes {takes}, but its input is "
-        f"{FORMAT_NAMES[given]} ({_origin(parent, names, stages)}).{fix}"))
+        f"{FORMAT_NAMES[given]} ({_origin(parent, pipeline)}).{fix}"))
 
 
 def check_graph(pipeline) -> dict[str, str]:
@@ -51,7 +54,7 @@ def check_graph(pipeline) -> dict[str, str]:
         given = formats[parent]
         turns = stage.formats()
         if given not in turns:
-            raise _problem(index, stage, given, parent, names, stages, formats)
+            raise _problem(pipeline, index, given, parent, formats)
         formats[name] = turns[given]
         previous = name
     return formats

@@ -240,7 +240,10 @@ def to_feeds(raw, decls, dynamic_batch: bool, where: str) -> tuple[list, list | 
         arrays, label = _item(item, names, f"{where}: item {index}")
         if samples:
             arrays, label = _with_batch_axis(arrays, label, decls)
-        _add(arrays, label, decls, dynamic_batch, f"{where}: feed {len(feeds)}", feeds, labels)
+        added, their_labels = _add(arrays, label, decls, dynamic_batch,
+                                   f"{where}: feed {len(feeds)}")
+        feeds += added
+        labels += their_labels
     if any(label is None for label in labels) and any(l is not None for l in labels):
         raise DataError(f"{where}: some feeds have labels and others not; give labels with "
                         "every feed or with none")
@@ -256,9 +259,9 @@ def _shape_of(value) -> tuple | None:
         return None
 
 
-def _add(arrays: dict, label, decls, dynamic_batch: bool, where: str, feeds, labels) -> None:
-    """Append one item: a feed as it is, or (the older iterable of batches) a batch of
-    samples cut into feeds when it is not one call but fits as samples."""
+def _add(arrays: dict, label, decls, dynamic_batch: bool, where: str) -> tuple[list, list]:
+    """One item's feeds and their labels: a feed as it is, or (the older iterable of
+    batches) a batch of samples cut into feeds when it is not one call but fits as samples."""
     shapes = {name: _shape_of(value) for name, value in arrays.items()}
     fits = all(shapes.get(d.name) is not None and _dims_fit(shapes[d.name], d.shape, dynamic_batch)
                for d in decls)
@@ -268,8 +271,7 @@ def _add(arrays: dict, label, decls, dynamic_batch: bool, where: str, feeds, lab
         except DataError:
             parts = None
         if parts and len(parts) > 1:  # one "sample" is a feed of the wrong shape: say so
-            feeds.extend(check_feed(p, decls, dynamic_batch, where) for p in parts)
-            labels.extend(part_labels or [None] * len(parts))
-            return
-    feeds.append(check_feed(arrays, decls, dynamic_batch, where))
-    labels.append(_label(label, f"{where}, labels") if label is not None else None)
+            return ([check_feed(p, decls, dynamic_batch, where) for p in parts],
+                    list(part_labels or [None] * len(parts)))
+    return ([check_feed(arrays, decls, dynamic_batch, where)],
+            [_label(label, f"{where}, labels") if label is not None else None])

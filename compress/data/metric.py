@@ -12,7 +12,7 @@ import math
 
 from compress.errors import DataError
 from compress.core.imports import import_callable
-from runtimes.metrics import evaluate
+from runtimes.metrics import Scoring, evaluate
 
 
 def _labelled(label) -> dict:
@@ -60,6 +60,6 @@ def score_outputs(ctx, outputs: list[list]) -> dict:
             return evaluate(outputs, metric="accuracy", labels=list(data.labels),
                             reference=ctx.reference_outputs(), names=names)
         return evaluate(outputs, metric="fidelity", reference=ctx.reference_outputs(),
-                        names=names, primary=metric.primary, pairs=metric.pairs)
+                        names=names, scoring=Scoring(metric.primary, metric.pairs))
     except ValueError as exc:
         raise DataError(f"data.evaluation: the {metric.type} metric: {exc}") from None

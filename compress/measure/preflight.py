@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 from compress.errors import ConfigError, MissingDependency, ModelError
 from compress.measure.client import engine_flags, engine_for, required_engine
-from export.op_support import (PRESET_TABLES, TABLES, ModelUnreadable, OpTable, check,
-                               list_ops, table_for)
+from export.op_support import ModelUnreadable, check, list_ops
+from export.op_tables import PRESET_TABLES, TABLES, OpTable, table_for
 from runtimes import engines
 from runtimes.litert_compiled import GPU_DELEGATE
 
@@ -127,11 +127,8 @@ def _rows(support, target: Target) -> list[dict]:
     return rows
 
 
-def preflight(model: str, profile_name: str, measure: bool = True,
-              python: str | None = None) -> dict:
-    """The preflight report of `model` for the profile `profile_name` (name or path).
-    `python`: measure the placement with that environment's runtimes instead of this
-    one's (the provider lives there)."""
+def _read(model: str, profile_name: str):
+    """(the profile, the model's ops), or the error that says why not."""
     from profiles import ProfileError, load_profile
     try:
         profile = load_profile(profile_name)
@@ -147,47 +144,45 @@ def preflight(model: str, profile_name: str, measure: bool = True,
     if ops.format == "onnx":  # its external data too: the op list reads none of it
         from compress.model.onnx_compat import read_graph
         read_graph(model)
-    target = _target(profile, ops.format)
-    report = {"model": model, "format": ops.format, "profile": profile.name,
-              "accelerator": None, "table": None, "source": None,
-              "nodes": len(ops.nodes), "ops": [], "fallback": None, "warnings": [],
-              "notes": [target.note] if target.note else [], "placement": None,
-              "placement_note": None}
-    if target.table is None:
-        if target.accelerated_by:
-            report["verdict"] = (f"no op table for {target.accelerated_by}: nodes it "
-                                 "does not take run on the CPU")
-        else:
-            accelerator = profile.device.accelerator
-            report["verdict"] = "everything runs on the CPU (" + (
-                f"{profile.name} configures no provider or delegate for its {accelerator})"
-                if accelerator else f"{profile.name} has no accelerator)")
-            report["exit_code"] = 0
-            return report
+    return profile, ops
+
+
+def _no_table_verdict(profile, target) -> str:
+    if target.accelerated_by:
+        return (f"no op table for {target.accelerated_by}: nodes it does not take run on "
+                "the CPU")
+    accelerator = profile.device.accelerator
+    return "everything runs on the CPU (" + (
+        f"{profile.name} configures no provider or delegate for its {accelerator})"
+        if accelerator else f"{profile.name} has no accelerator)")
+
+
+def _checked(report: dict, ops, target) -> None:
+    """The report with the op table's answer: the ops, what falls back, the verdict."""
+    support = check(ops, target.table)
+    fallback = support.fallback()
+    n = len(support.checks)
+    report.update(accelerator=target.table.accelerator, table=target.table.name,
+                  source=target.table.source, nodes=n, ops=_rows(support, target),
+                  fallback=fallback, warnings=support.warnings,
+                  removed_before_placement=support.removed)
+    if target.table is TABLES["edgetpu"] and not any(
+            node.op == "edgetpu-custom-op" for node in ops.nodes):
+        report["notes"].append("not compiled for the Edge TPU yet: this is what the Edge "
+                               "TPU compiler would map (edgetpu_compiler)")
+    if fallback["nodes"] == 0:
+        report["verdict"] = f"all {n} ops on {target.table.the}"
     else:
-        support = check(ops, target.table)
-        fallback = support.fallback()
-        n = len(support.checks)
-        report.update(accelerator=target.table.accelerator, table=target.table.name,
-                      source=target.table.source, nodes=n, ops=_rows(support, target),
-                      fallback=fallback, warnings=support.warnings,
-                      removed_before_placement=support.removed)
-        if target.table is TABLES["edgetpu"] and not any(
-                node.op == "edgetpu-custom-op" for node in ops.nodes):
-            report["notes"].append("not compiled for the Edge TPU yet: this is what the Edge "
-                                   "TPU compiler would map (edgetpu_compiler)")
-        if fallback["nodes"] == 0:
-            report["verdict"] = f"all {n} ops on {target.table.the}"
-        else:
-            share = fallback["flops_share"]
-            to = "the CPU" if target.fallback_to == "CPU" else target.fallback_to
-            report["verdict"] = (
-                f"{fallback['nodes']} of {n} ops ({', '.join(fallback['op_types'])}) would "
-                f"fall back to {to}"
-                + (f", ~{share:.1%} of FLOPs (estimate)" if share is not None else ""))
-    if measure and target.accelerators:
-        report["placement"], report["placement_note"] = (
-            _measured_in(python, model, target) if python else _measured(model, target))
+        share = fallback["flops_share"]
+        to = "the CPU" if target.fallback_to == "CPU" else target.fallback_to
+        report["verdict"] = (
+            f"{fallback['nodes']} of {n} ops ({', '.join(fallback['op_types'])}) would "
+            f"fall back to {to}"
+            + (f", ~{share:.1%} of FLOPs (estimate)" if share is not None else ""))
+
+
+def _with_placement(report: dict) -> None:
+    """The verdict and exit code with what the placement measured here adds."""
     measured = (report["placement"] or {}).get("fallback") or {}
     if measured.get("nodes"):
         report["verdict"] += (f"; measured here, {measured['nodes']} node(s) ran elsewhere "
@@ -198,6 +193,31 @@ def preflight(model: str, profile_name: str, measure: bool = True,
     unsupported = ((report["fallback"] or {}).get("nodes", 0) + measured.get("nodes", 0)
                    + split)
     report["exit_code"] = 1 if unsupported else 0
+
+
+def preflight(model: str, profile_name: str, measure: bool = True,
+              python: str | None = None) -> dict:
+    """The preflight report of `model` for the profile `profile_name` (name or path).
+    `python`: measure the placement with that environment's runtimes instead of this
+    one's (the provider lives there)."""
+    profile, ops = _read(model, profile_name)
+    target = _target(profile, ops.format)
+    report = {"model": model, "format": ops.format, "profile": profile.name,
+              "accelerator": None, "table": None, "source": None,
+              "nodes": len(ops.nodes), "ops": [], "fallback": None, "warnings": [],
+              "notes": [target.note] if target.note else [], "placement": None,
+              "placement_note": None}
+    if target.table is None:
+        report["verdict"] = _no_table_verdict(profile, target)
+        if not target.accelerated_by:
+            report["exit_code"] = 0
+            return report
+    else:
+        _checked(report, ops, target)
+    if measure and target.accelerators:
+        report["placement"], report["placement_note"] = (
+            _measured_in(python, model, target) if python else _measured(model, target))
+    _with_placement(report)
     return report
 
 

@@ -1,5 +1,11 @@
-"""Size and cost of a torch model: parameters, multiply-accumulates, sparsity."""
+"""Size and cost of a torch model: parameters, multiply-accumulates, sparsity; and what
+reading one takes (its weight layers, a forward pass with hooks, its first output)."""
 from __future__ import annotations
+
+
+def first_output(output):
+    """The first output of a model that returns one or several."""
+    return output[0] if isinstance(output, (tuple, list)) else output
 
 
 def weight_layers(model) -> list:

@@ -56,29 +56,47 @@ def check_labels(labels: Optional[np.ndarray], classes: int, where: str = "data.
                         f"{classes} outputs; found {labels.min()}..{labels.max()}")
 
 
+@dataclass(frozen=True)
+class _Loop:
+    """What every epoch of one training run reads."""
+    model: object
+    loss_fn: Callable
+    tensors: list                     # the inputs, in the order loss_fn takes them
+    target: object                    # the labels as a tensor, or None
+    optimizer: object
+    schedule: object                  # the learning-rate scheduler, or None
+    settings: TrainSettings
+    generator: object                 # the shuffling's
+    torch: object
+
+
+def _loop(model, loss_fn: Callable, inputs: dict, labels: Optional[np.ndarray],
+          settings: TrainSettings) -> _Loop:
+    import torch
+
+    torch.manual_seed(settings.seed)
+    tensors = [torch.from_numpy(inputs[n]) for n in inputs]
+    optimizer = _optimizer(model, settings, torch)
+    steps = max(1, math.ceil(len(tensors[0]) / settings.batch_size)) * max(1, settings.epochs)
+    schedule = (torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
+                if settings.schedule == "cosine" else None)
+    return _Loop(model, loss_fn, tensors,
+                 torch.from_numpy(labels) if labels is not None else None, optimizer,
+                 schedule, settings, torch.Generator().manual_seed(settings.seed), torch)
+
+
 def train(model, loss_fn: Callable, inputs: dict, labels: Optional[np.ndarray],
           settings: TrainSettings, *, evaluate: Optional[Callable] = None, progress=None,
           label: str = "training") -> TrainResult:
     """Train `model` in place. `loss_fn(model, batch_inputs: list[Tensor], batch_labels)`
     returns a scalar loss; `evaluate(model) -> float` (higher is better) drives early
     stopping and the choice of the best epoch."""
-    import torch
-
-    torch.manual_seed(settings.seed)
-    names = list(inputs)
-    tensors = [torch.from_numpy(inputs[n]) for n in names]
-    target = torch.from_numpy(labels) if labels is not None else None
-    optimizer = _optimizer(model, settings, torch)
-    steps = max(1, math.ceil(len(tensors[0]) / settings.batch_size)) * max(1, settings.epochs)
-    schedule = (torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, steps)
-                if settings.schedule == "cosine" else None)
-    generator = torch.Generator().manual_seed(settings.seed)
+    loop = _loop(model, loss_fn, inputs, labels, settings)
     best = evaluate(model) if evaluate else None
     result = TrainResult(0, 0, best)
     best_state = copy.deepcopy(model.state_dict())
     for epoch in range(1, settings.epochs + 1):
-        loss = _epoch(model, loss_fn, tensors, target, optimizer, schedule, settings, generator,
-                      progress, f"{label}: epoch {epoch}/{settings.epochs}", torch, epoch)
+        loss = _epoch(loop, epoch, progress, f"{label}: epoch {epoch}/{settings.epochs}")
         metric = evaluate(model) if evaluate else None
         result.history.append({"epoch": epoch, "loss": loss, "metric": metric})
         result.epochs_run = epoch
@@ -95,32 +113,33 @@ def train(model, loss_fn: Callable, inputs: dict, labels: Optional[np.ndarray],
     return result
 
 
-def _epoch(model, loss_fn, tensors, target, optimizer, schedule, settings, generator,
-           progress, description, torch, epoch) -> float:
+def _epoch(loop: _Loop, epoch: int, progress, description: str) -> float:
+    """One pass over the data in a fresh random order; the mean loss per sample."""
+    model, torch, settings = loop.model, loop.torch, loop.settings
     model.train()
-    order = torch.randperm(len(tensors[0]), generator=generator)
+    order = torch.randperm(len(loop.tensors[0]), generator=loop.generator)
     batches = order.split(settings.batch_size)
     total = 0.0
     task = progress.task(description, len(batches)) if progress is not None else None
     advance = task.__enter__() if task is not None else (lambda *a, **k: None)
     try:
         for step, batch in enumerate(batches, start=1):
-            optimizer.zero_grad()
-            loss = loss_fn(model, [t[batch] for t in tensors],
-                           target[batch] if target is not None else None)
+            loop.optimizer.zero_grad()
+            loss = loop.loss_fn(model, [t[batch] for t in loop.tensors],
+                                loop.target[batch] if loop.target is not None else None)
             if not torch.isfinite(loss):
                 raise ModelError(
                     f"training diverged: the loss became {loss.item()} at epoch {epoch}, step "
                     f"{step}. Lower the learning rate (lr: {settings.lr:g}) or check the data "
                     "for NaN/inf values")
             loss.backward()
-            optimizer.step()
-            if schedule is not None:
-                schedule.step()
+            loop.optimizer.step()
+            if loop.schedule is not None:
+                loop.schedule.step()
             total += loss.item() * len(batch)
             advance(1)
     finally:
         if task is not None:
             task.__exit__(None, None, None)
         model.eval()
-    return total / len(tensors[0])
+    return total / len(loop.tensors[0])

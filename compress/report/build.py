@@ -1,6 +1,7 @@
 """report.json (for machines and CI gates) and report.md (for people)."""
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from compress.core.artifacts import write_json_atomic
@@ -9,7 +10,29 @@ from compress.report.md import render_markdown
 from compress.report.notes import mark_noisy, unmeasured_reasons
 from profiles import NO_METER
 
-__all__ = ["build_report", "render_markdown", "write_reports"]
+__all__ = ["Judged", "Measured", "build_report", "render_markdown", "write_reports"]
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What a run made and measured: every artifact (the source first), the model rows,
+    the measurements, the artifact x target pairs not measured (with the reason) and the
+    baselines' runs on the targets' other engines."""
+    artifacts: list
+    models: list[dict]
+    benchmarks: list[dict]
+    skipped: list[dict] = ()
+    engine_baselines: list[dict] = ()
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The verdicts and what they decide: the gated targets, whether the run passed, and
+    whether --strict counted an unmeasured budget as a failure."""
+    verdicts: list
+    gated: frozenset
+    passed: bool
+    strict: bool
 
 
 def _fits(verdicts, benchmarks: list[dict]) -> list[dict]:
@@ -36,31 +59,30 @@ def _fits(verdicts, benchmarks: list[dict]) -> list[dict]:
     return rows
 
 
-def build_report(pipeline, manifest: dict, artifacts, benchmarks, verdicts, models, *,
-                 gated: set, passed: bool, strict: bool, skipped: list[dict] = (),
-                 cleanup_warnings: list[str] = (), engine_baselines: list[dict] = ()) -> dict:
-    """`skipped`: artifact x target pairs not measured, with the reason;
-    `engine_baselines`: the baselines' runs on the targets' other engines."""
+def build_report(pipeline, manifest: dict, measured: Measured, judged: Judged,
+                 cleanup_warnings: list[str] = ()) -> dict:
+    """report.json's content."""
+    benchmarks, verdicts = measured.benchmarks, judged.verdicts
     # an unmeasured pair's reason is in unmeasured_reasons, once per target
     fits = _fits(verdicts, benchmarks) + [
         {"artifact": s["artifact"], "target": s["target"], "baseline": s.get("baseline", False),
          "fits": "unknown, unmeasured" if s.get("unmeasured") else "not measured: " + s["reason"]}
-        for s in skipped]
-    mark_noisy([*benchmarks, *engine_baselines])
+        for s in measured.skipped]
+    mark_noisy([*benchmarks, *measured.engine_baselines])
     return {
         "pipeline": {"name": pipeline.name, "config_sha256": manifest["config_sha256"]},
         "manifest": manifest,
-        "artifacts": [a.to_dict() for a in artifacts],
-        "models": models,
+        "artifacts": [a.to_dict() for a in measured.artifacts],
+        "models": measured.models,
         "benchmarks": benchmarks,
-        "engine_baselines": list(engine_baselines),
-        "gains": gains(benchmarks, engine_baselines),
+        "engine_baselines": list(measured.engine_baselines),
+        "gains": gains(benchmarks, measured.engine_baselines),
         "verdicts": [v.to_dict() for v in verdicts],
         "fits": fits,
         "unmeasured_reasons": unmeasured_reasons([v.to_dict() for v in verdicts]),
-        "gated_targets": sorted(gated),
-        "strict": strict,
-        "passed": passed,
+        "gated_targets": sorted(judged.gated),
+        "strict": judged.strict,
+        "passed": judged.passed,
         "cleanup_warnings": list(cleanup_warnings),
     }
 

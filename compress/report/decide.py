@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional
 
-from profiles import NO_METER, PASS
+from profiles import NO_METER, PASS, UNITS
 
 # Two variants whose p90 differ by less than this share are as fast as each other: the
 # same file measures 2-3.5 % apart from one runner process to the next (conformance
@@ -189,10 +189,6 @@ def _empty() -> dict:
                           "drop", "measured_on_device", "off_target_reason", "feeding"))
 
 
-_UNITS = {"latency_p90_ms": "ms", "peak_memory_mb": "MB", "model_size_mb": "MB",
-          "energy_mj": "mJ", "power_w": "W", "accuracy_drop": ""}
-
-
 def _feeding_text(feeding: Optional[dict]) -> str:
     if not feeding:
         return ""
@@ -209,7 +205,7 @@ def _numbers(rec: dict, limits: dict) -> str:
                               ("peak_memory_mb", rec["peak_memory_mb"], "peak memory")):
         if value is not None:
             of = f" of {limits[key]:g}" if key in limits else ""
-            parts.append(f"{label} {value:.3g}{of} {_UNITS[key]}")
+            parts.append(f"{label} {value:.3g}{of} {UNITS[key]}")
     if rec["drop"] is not None:
         of = f" of {limits['accuracy_drop']:g}" if "accuracy_drop" in limits else ""
         parts.append(f"{rec['metric']['name']} drop {rec['drop']:.4g}{of}")

@@ -9,13 +9,15 @@ from __future__ import annotations
 import itertools
 from html import escape
 
+from compress.report import decide
 from compress.report.mdtext import fmt
 from compress.core.lazy import require
-from compress.report.notes import how_measured, machine_text
+from compress.report.notes import hottest, how_measured, machine_text
 
 _PURPOSE = "the HTML report (report.html)"
 _CHART_CONFIG = {"displaylogo": False, "responsive": True}
-_STATUS_CLASS = {"ship": "good", "candidate": "maybe", "nothing fits": "bad", "unmeasured": "none"}
+_STATUS_CLASS = {decide.SHIP: "good", decide.CANDIDATE: "maybe", decide.NOTHING_FITS: "bad",
+                 decide.UNMEASURED: "none"}
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;
   max-width:1240px;padding:16px 24px;color:#222;background:#fff}
@@ -186,18 +188,12 @@ def _where_measured(report: dict) -> str:
          "first run ms"], rows) + "".join(f"<p>warning: {w}</p>" for w in warnings))
 
 
-def _hottest(snapshot: dict) -> float | None:
-    temps = [zone.get("temp_c") for zone in (snapshot.get("thermal") or {}).values()]
-    temps = [t for t in temps if t is not None]
-    return max(temps) if temps else None
-
-
 def _conditions(report: dict) -> str:
     rows = []
     for bench in report["benchmarks"]:
         cond = bench.get("conditions") or {}
         before, after = cond.get("before") or {}, cond.get("after") or {}
-        start, end = _hottest(before), _hottest(after)
+        start, end = hottest(before), hottest(after)
         clocks = before.get("jetson_clocks")
         rows.append([bench["target"], bench["artifact"], "/".join(before.get("governors") or []) or None,
                      f"{start:.1f} -> {end:.1f}" if start is not None and end is not None else None,

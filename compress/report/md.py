@@ -7,11 +7,10 @@ from compress.report.recommend_md import recommendation_lines
 from compress.report.md_tables import (artifact_table, benchmark_table, model_table,
                                        placement_table, quantization_details)
 from compress.report.fleet import fleet_lines
-from compress.report.notes import NO_NUMBER, how_measured, machine_text, reason_groups
-from profiles import NO_METER
+from compress.report.notes import (NO_NUMBER, hottest, how_measured, machine_text,
+                                   reason_groups)
+from profiles import NO_METER, UNITS
 
-_BUDGET_UNITS = {"latency_p90_ms": "ms", "peak_memory_mb": "MB", "model_size_mb": "MB",
-                 "energy_mj": "mJ", "power_w": "W", "accuracy_drop": ""}
 NOTE = "†"   # marks a row whose budgets without a number are explained under the table
 NOISY_ADVICE = "close other programs or raise benchmark.runs/rounds"
 
@@ -44,7 +43,7 @@ def _fits_table(report: dict) -> list[str]:
 def _verdict_table(report: dict) -> list[str]:
     lines = ["| target | artifact | budget | limit | value | verdict |", "|---|---|---|---:|---:|---|"]
     for v in report["verdicts"]:
-        unit = _BUDGET_UNITS.get(v["metric"], "")
+        unit = UNITS.get(v["metric"], "")
         if v["status"] in NO_NUMBER:   # its reason is said once, under the table
             status = v["status"] + NOTE
         else:
@@ -57,12 +56,6 @@ def _verdict_table(report: dict) -> list[str]:
     return lines
 
 
-def _hottest(snapshot: dict) -> float | None:
-    temps = [zone["temp_c"] for zone in (snapshot.get("thermal") or {}).values()
-             if zone.get("temp_c") is not None]
-    return max(temps) if temps else None
-
-
 def _conditions_summary(conditions: dict | None) -> str:
     """'governor schedutil, hottest zone 47.5 -> 49.0 °C, nvpmodel MAXN, jetson_clocks on'."""
     if not conditions:
@@ -71,7 +64,7 @@ def _conditions_summary(conditions: dict | None) -> str:
     parts = []
     if before.get("governors"):
         parts.append(f"governor {md('/'.join(before['governors']))}")
-    start, end = _hottest(before), _hottest(after)
+    start, end = hottest(before), hottest(after)
     if start is not None and end is not None:
         parts.append(f"hottest zone {start:.1f} -> {end:.1f} °C")
     if before.get("nvpmodel"):

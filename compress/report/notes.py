@@ -95,3 +95,10 @@ def how_measured(remote: dict | None, esc=str) -> str:
             f"{remote['copied_bytes'] / 2**20:.2f} MiB in {remote['copy_s']:.2f} s, runner "
             f"round trip {remote['run_s_median']:.2f} s median over {remote['runs']} runs, "
             f"clean-up {remote['cleanup_s']:.2f} s")
+
+
+def hottest(snapshot: dict) -> float | None:
+    """The hottest thermal zone of a conditions snapshot in °C, None where none was read."""
+    temps = [zone.get("temp_c") for zone in (snapshot.get("thermal") or {}).values()]
+    temps = [t for t in temps if t is not None]
+    return max(temps) if temps else None

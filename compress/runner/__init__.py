@@ -1,6 +1,6 @@
-"""Running a validated pipeline: the runner, a stage's context, the checks before any
-work, baselines, verdicts and exit codes, run history and compare, locks, manifest,
-crash logs, progress, and MLflow tracking (tracking/).
+"""Running a validated pipeline: the runner, a stage's context, the targets resolved once,
+the checks before any work, baselines, verdicts and exit codes, run history and compare,
+locks, manifest, crash logs, progress, and MLflow tracking (tracking/).
 
     baselines.py     The baseline every speed-up and drop is measured against: the model the user ...
     checks.py        Everything checked before any work starts, so bad input fails before a file is ...
@@ -11,7 +11,9 @@ crash logs, progress, and MLflow tracking (tracking/).
     judging.py       A run's verdicts, and which of them decide its exit code.
     lock.py          One run at a time per run directory.
     manifest.py      What a run needs to be reproduced: versions, machine, seed, digests.
+    produce.py       A run's artifacts and measurements: the source, each stage (reused where its ...
     progress.py      Live progress for long loops (calibration, benchmarks), quiet off a terminal.
     run.py           Run a validated Pipeline: source -> stages -> baselines -> benchmark -> ...
+    targets.py       The pipeline's targets resolved once per run or search: each target's name and ...
     tracking/        see its own map
 """

@@ -5,54 +5,9 @@ from __future__ import annotations
 
 import os
 
+from compress.config.data import DATA_ROLES
 from compress.errors import ConfigError, DataError, ModelError
 from compress.runner.tracking.mlflow import check_pipeline as check_tracking
-from profiles import ProfileError, load_profile
-
-
-def resolve_targets(pipeline) -> tuple[list, set]:
-    """[(profile name, Profile)] and the names of the gated targets."""
-    targets, gated = [], set()
-    for index, target in enumerate(pipeline.targets):
-        try:
-            profile = load_profile(target.profile, base_dir=str(pipeline.base_dir))
-        except ProfileError as exc:
-            raise ConfigError(str(exc), field=f"targets.{index}") from None
-        if target.runtime_overrides():
-            profile = _with_runtime(profile, target.runtime_overrides(), index)
-        name = target.name or profile.name
-        if name in dict(targets):
-            raise ConfigError(f"target '{name}' is listed twice; give one of them its own "
-                              "`name:`", field=f"targets.{index}")
-        targets.append((name, profile))
-        if target.gate:
-            gated.add(name)
-    return targets, gated
-
-
-def _with_runtime(profile, overrides: dict, index: int):
-    """The profile with a target's own threads or engines (checked as the profile's)."""
-    from pydantic import ValidationError
-    from profiles.validation import message_of
-    try:
-        runtime = type(profile.runtime).model_validate(
-            {**profile.runtime.model_dump(), **overrides})
-    except ValidationError as exc:
-        error = exc.errors()[0]
-        raise ConfigError(message_of(error), field=f"targets.{index}.{error['loc'][0]}") \
-            from None
-    return profile.model_copy(update={"runtime": runtime})
-
-
-def apply_target_defaults(pipeline, targets: list):
-    """The pipeline with each stage's unset settings taken from the target profiles."""
-    stages = []
-    for index, stage in enumerate(pipeline.stages):
-        try:
-            stages.append(stage.for_targets(targets))
-        except ValueError as exc:
-            raise ConfigError(str(exc), field=f"stages.{index}") from None
-    return pipeline.model_copy(update={"stages": tuple(stages)})
 
 
 def resolve_inputs(pipeline):
@@ -140,7 +95,7 @@ def _check_meters(ctx) -> None:
 
 def _check_data(ctx) -> None:
     from compress.model.inputs import unfixed_dims
-    for role in ("calibration", "evaluation", "train"):
+    for role in DATA_ROLES:
         ctx.dataset(role)
     for index, stage in enumerate(ctx.pipeline.stages, start=1):
         for role in stage.required_data():

@@ -29,6 +29,7 @@ class RunContext:
     stage_cache: Optional[Path] = None        # stages shared by every run (stage_cache.py)
     measured: Optional[dict] = None           # a search's measurements, reused by its trials
     trial: bool = False                       # a search's trial: no page, no history of its own
+    force: bool = False                       # remake every stage, reusing none
     compress_only: bool = False               # stages and baselines only (a Ray task)
     _datasets: dict = field(default_factory=dict)
     _reference: object = None

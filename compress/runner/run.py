@@ -10,34 +10,26 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from compress.core.artifacts import Artifact, StageDir, cache_key
-from compress.runner.baselines import baseline_config, formats_needed
-from compress.runner.checks import (apply_target_defaults, preflight, resolve_inputs,  # noqa: F401
-                             resolve_targets)
 from compress.config.pipeline import Pipeline
-from compress.runner.context import RunContext
-from compress.errors import CompressError, StageError
-from compress.runner.manifest import build_manifest, package_versions
-from compress.model.source import external_digest, source_digest, write_source
-from compress.model.table import model_rows
-from compress.runner import crash
-from compress.runner import history
-from compress.runner.progress import Progress
-from compress.report.recommend import decision
-from compress.config.stage_graph import DEPLOYABLE
-from compress.runner.lock import RunLock
+from compress.core.artifacts import Artifact
 from compress.measure.fleet import close_fleets
-from compress.report.build import build_report, write_reports
+from compress.model.table import model_rows
+from compress.report.build import Judged, Measured, build_report, write_reports
 from compress.report.fleet import fleet_summaries
-from compress.stagebase import STAGES
-from compress.stages.benchmark import plan_jobs
-from compress.runner.tracking.mlflow import track_result
-from compress.model.verify import verify_outputs
+from compress.report.recommend import decision
+from compress.runner import crash, history
+from compress.runner.checks import preflight, resolve_inputs
+from compress.runner.context import RunContext
 from compress.runner.judging import gated_verdicts, passed as all_passed, verdicts_of
+from compress.runner.lock import RunLock
+from compress.runner.manifest import build_manifest
+from compress.runner.produce import produce
+from compress.runner.progress import Progress
+from compress.runner.targets import Targets, apply_target_defaults, resolve_targets
+from compress.runner.tracking.mlflow import track_result
 
 
 @dataclass(frozen=True)
@@ -54,190 +46,12 @@ class Result:
         return 0 if self.passed else 1
 
 
-def _versions_key() -> dict:
-    return {k: v for k, v in package_versions().items() if v is not None}
-
-
-def _run_stage(ctx: RunContext, slug: str, key: str, make, force: bool,
-               artifact_id: str | None = None, parent_id: str | None = None) -> list[Artifact]:
-    stage_dir = StageDir(ctx.run_dir, slug, artifact_id, ctx.stage_cache)
-    if not force:
-        cached = stage_dir.cached(key)
-        if cached is not None:
-            ctx.progress.note(f"{slug}: reused (inputs and settings unchanged)")
-            return cached
-        cached = stage_dir.from_shared(key, parent_id)
-        if cached is not None:
-            ctx.progress.note(f"{slug}: reused from the stage cache (another run made it "
-                              "with the same input and settings)")
-            ctx.committed.append(stage_dir.final)
-            return cached
-    ctx.out_dir = stage_dir.begin()
-    started = time.perf_counter()
-    try:
-        outputs, stage, parent, config = make()
-        seconds = time.perf_counter() - started
-        for output in outputs:  # what the stage cost (a reused stage keeps its own figure)
-            output.meta["seconds"] = round(seconds, 3)
-        committed = stage_dir.commit(key, outputs, stage, parent, config)
-        ctx.committed.append(stage_dir.final)
-        ctx.progress.note(f"{slug}: done in {seconds:.1f} s")
-        return committed
-    finally:
-        stage_dir.abort()  # no-op after a commit; removes a failed stage's files
-        ctx.out_dir = None
-
-
 def _drop_empty_run_dir(ctx: RunContext, created_run_dir: bool) -> None:
     """A failed run keeps the stages it finished (complete and content-addressed: a re-run
     resumes after them) but leaves no run directory behind that holds nothing else."""
     if created_run_dir and ctx.run_dir.is_dir() and \
             all(p.name == ".lock" for p in ctx.run_dir.iterdir()):
         shutil.rmtree(ctx.run_dir, ignore_errors=True)
-
-
-def _data_digests(ctx: RunContext) -> dict:
-    return {role: (ctx.dataset(role).digest if ctx.dataset(role) else None)
-            for role in ("calibration", "evaluation", "train")}
-
-
-def _stage_key(ctx: RunContext, stage, parent: Artifact) -> tuple[str, dict]:
-    # `input` is in the key as the parent's digest: a stage that names `input: source` and
-    # one that follows the source directly are the same work
-    settings = stage.model_dump(mode="json", exclude={"name", "input"})
-    # how the model is fed is not in the parent's bytes (a torch checkpoint is the same
-    # for a fixed and a dynamic batch) but decides what an export makes
-    feeding = ctx.pipeline.model.model_dump(mode="json", include={"inputs", "dynamic_batch"})
-    return cache_key(stage.type, stage.cache_version, settings, parent.sha256,
-                     _data_digests(ctx), _versions_key(),
-                     external_digest(stage.external_inputs(), ctx.pipeline), feeding), settings
-
-
-def _run_one(ctx: RunContext, index: int, stage, parent: Artifact, slug: str,
-             artifact_id: str | None, force: bool) -> tuple[str, list[Artifact]]:
-    spec = STAGES[stage.type]
-
-    def make():
-        outputs = spec.run(parent, stage, ctx)
-        verify_outputs(outputs, ctx, f"stage {index} ({stage.type})")
-        return outputs, stage.type, parent.id, settings
-    try:  # the key reads the stage's own code too (a student factory): its errors are its
-        key, settings = _stage_key(ctx, stage, parent)
-        return key, _run_stage(ctx, slug, key, make, force, artifact_id=artifact_id,
-                               parent_id=parent.id)
-    except CompressError as exc:
-        raise StageError(index, stage.type, str(exc)) from exc
-
-
-def _run_stages(ctx: RunContext, force: bool) -> tuple[list[Artifact], list[str], object, dict]:
-    pipeline = ctx.pipeline
-    source_key = cache_key("source", source_digest(pipeline), _versions_key())
-    source = _run_stage(ctx, "00-source", source_key, lambda: (
-        [write_source(pipeline, ctx.source_model, ctx.out_dir)], "source", None, {}), force)[0]
-    ctx.source_artifact = source
-    by_name, artifacts, consumed, by_key = {"source": source}, [source], set(), {}
-    previous, benchmark_stage = source, None
-    for index, (stage, name) in enumerate(zip(pipeline.stages, pipeline.stage_names()), 1):
-        if not STAGES[stage.type].produces_artifacts:
-            benchmark_stage = (index, stage)
-            break
-        parent = by_name[stage.input] if stage.input else previous
-        consumed.add(parent.id)
-        key, produced = _run_one(ctx, index, stage, parent,
-                                 f"{index:02d}-{stage.name or stage.type}", name, force)
-        by_key[key] = produced[0]
-        by_name[name] = previous = produced[0]
-        artifacts.extend(produced)
-    return artifacts, sorted(consumed), benchmark_stage, by_key
-
-
-def _baselines(ctx: RunContext, picked: list[Artifact], by_key: dict,
-               force: bool) -> list[Artifact]:
-    """The source model in each format the benchmark measures (see compress.runner.baselines):
-    the source itself, or its FP32 export (reused when a stage already made it)."""
-    source, found = ctx.source_artifact, []
-    for fmt in formats_needed([source, *picked]):
-        if source.format == fmt:
-            found.append(source)
-            continue
-        if source.format != "torch":
-            continue  # an ONNX model is not converted to TFLite, nor TFLite to ONNX
-        config = baseline_config(ctx.pipeline, fmt)
-        key, _ = _stage_key(ctx, config, source)
-        if key in by_key:
-            found.append(by_key[key])
-            continue
-        slug = f"00-baseline-{fmt}"
-        found.append(_run_one(ctx, 0, config, source, slug, f"baseline-{fmt}", force)[1][0])
-    return found
-
-
-def _candidates(artifacts: list[Artifact], consumed: list[str],
-                chosen: tuple[str, ...] | None) -> list[Artifact]:
-    """The artifacts to measure: those named in the benchmark stage, or else every final
-    (unconsumed) deployable artifact (the graph check made sure named ones exist)."""
-    deployable = [a for a in artifacts if a.format in DEPLOYABLE]
-    if chosen is None:
-        return [a for a in deployable if a.id not in consumed]
-    by_id = {a.id: a for a in artifacts}
-    return [by_id[name] for name in chosen]
-
-
-def _with_baselines(baselines: list[Artifact], picked: list[Artifact]) -> list[tuple]:
-    return [(a, True) for a in baselines] + [(a, False) for a in picked if a not in baselines]
-
-
-def _benchmark(ctx: RunContext, bench_stage, candidates) -> tuple[list[dict], list[dict],
-                                                                   list[dict]]:
-    """The measurements, the artifact x target pairs a profile's engines leave out, and
-    the baselines' comparison runs on the targets' other engines."""
-    if bench_stage is None or not ctx.targets:
-        return [], [], []
-    fleets = ctx.fleets
-    cores = {name: fleets[name].cores for name, _ in ctx.targets}
-    # measurements are shared (a search's memo) within one Python or one device fleet
-    where = {name: name if fleets[name].remote else fleets[name].places[0].label
-             for name, _ in ctx.targets}
-    jobs, skipped = plan_jobs(candidates, ctx.targets, cores, where)
-    index, stage = bench_stage
-    bench_dir = StageDir(ctx.run_dir, f"{index:02d}-benchmark")
-    ctx.out_dir = bench_dir.begin()
-    try:
-        benchmarks = STAGES["benchmark"].run(jobs, stage, ctx)
-    except CompressError as exc:
-        raise StageError(index, "benchmark", str(exc)) from exc
-    finally:
-        bench_dir.abort()
-        ctx.out_dir = None
-        ctx.cleanup_warnings += close_fleets(fleets)
-    comparisons = [b for b in benchmarks if b["comparison"]]
-    benchmarks = [b for b in benchmarks if not b["comparison"]]
-    # An accelerator not on the measuring machine: no numbers, an honest 'unmeasured'.
-    skipped += [{"artifact": b["artifact"], "target": b["target"], "reason": b["unmeasured"],
-                 "unmeasured": True, "baseline": b["baseline"], "drop": b.get("drop")}
-                for b in benchmarks if "unmeasured" in b]
-    benchmarks = [b for b in benchmarks if "unmeasured" not in b]
-    for bench in benchmarks + comparisons:  # with the clean-up time, known only now
-        if bench.get("remote"):
-            place = next(p for p in fleets[bench["target"]].opened
-                         if p.label == bench["remote"]["host"])
-            bench["remote"].update(place.times())
-    return benchmarks, skipped, comparisons
-
-
-def _produce(ctx: RunContext, force: bool) -> tuple[list, list, list, list]:
-    """Stages, baselines and benchmark: (artifacts, benchmarks, skipped pairs, the
-    baselines' runs on other engines); with ctx.compress_only, no benchmark."""
-    artifacts, consumed, bench_stage, by_key = _run_stages(ctx, force)
-    chosen = bench_stage[1].artifacts if bench_stage else None
-    picked = _candidates(artifacts, consumed, chosen)
-    baselines = _baselines(ctx, picked, by_key, force) if bench_stage else []
-    # after the source, which they stand for: the stages' own artifacts stay last
-    artifacts[1:1] = [b for b in baselines if b not in artifacts]
-    if ctx.compress_only:
-        return artifacts, [], [], []
-    measured = _benchmark(ctx, bench_stage, _with_baselines(baselines, picked))
-    return (artifacts, *measured)
 
 
 def _report(ctx: RunContext, produced: tuple, gated: set, strict: bool,
@@ -250,10 +64,9 @@ def _report(ctx: RunContext, produced: tuple, gated: set, strict: bool,
     config_text = config_text or pipeline.model_dump_json()
     manifest = build_manifest(pipeline, hashlib.sha256(config_text.encode()).hexdigest(),
                               artifacts[0].sha256, ctx.targets, [*benchmarks, *comparisons])
-    report = build_report(pipeline, manifest, artifacts, benchmarks, verdicts, models,
-                          gated=gated, passed=passed, strict=strict, skipped=skipped,
-                          engine_baselines=comparisons,
-                          cleanup_warnings=ctx.cleanup_warnings)
+    report = build_report(pipeline, manifest,
+                          Measured(artifacts, models, benchmarks, skipped, comparisons),
+                          Judged(verdicts, gated, passed, strict), ctx.cleanup_warnings)
     report.update(decision(artifacts, benchmarks, [v.to_dict() for v in verdicts],
                            ctx.targets, ctx.run_dir, skipped))
     report["pipeline"]["config"] = history.config_record(pipeline)
@@ -264,22 +77,34 @@ def _report(ctx: RunContext, produced: tuple, gated: set, strict: bool,
     return Result(ctx.run_dir, artifacts, benchmarks, verdicts, passed, report)
 
 
+@dataclass(frozen=True)
+class TrialRun:
+    """What a search hands the run of one of its trials: the targets it resolved (with
+    the trial's own threads and engines), the folder of stages shared between its runs,
+    its memo of measurements, and `compress_only`: make the stages and baselines (into
+    the stage cache) and stop, no device reached, no report (a trial's Ray task)."""
+    targets: Targets
+    stage_cache: Path
+    measured: dict
+    compress_only: bool = False
+
+
 def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = False,
                  quiet: bool = False, config_text: str | None = None,
-                 stage_cache: Path | None = None, measured: dict | None = None,
-                 compress_only: bool = False) -> Result:
-    """`stage_cache`: the folder of stages shared between runs (default: `.stages` in
-    the pipeline's output folder); `measured`: a search's memo of measurements, given
-    to the search's trials only; `compress_only`: make the stages and baselines (into
-    the stage cache) and stop, no device reached, no report (a trial's Ray task)."""
+                 trial: TrialRun | None = None) -> Result:
+    """`trial`: a search's trial (its targets, stage cache and memo); otherwise the
+    targets are resolved here and the stage cache is `.stages` in the output folder."""
     crash.set_run_dir(None)  # a crash before this run's folder exists is not logged in the last
-    targets, gated = resolve_targets(pipeline)
-    pipeline = resolve_inputs(apply_target_defaults(pipeline, targets))
+    targets = trial.targets if trial else resolve_targets(pipeline)
+    pipeline = resolve_inputs(apply_target_defaults(pipeline, targets.pairs))
     run_dir = pipeline.run_dir
+    compress_only = bool(trial and trial.compress_only)
     with Progress(quiet=quiet) as progress:
-        ctx = RunContext(pipeline, progress, run_dir, targets=targets, measured=measured,
-                         trial=measured is not None, compress_only=compress_only,
-                         stage_cache=stage_cache or pipeline.resolve(pipeline.output) / ".stages")
+        ctx = RunContext(pipeline, progress, run_dir, targets=list(targets.pairs), force=force,
+                         measured=trial.measured if trial else None, trial=trial is not None,
+                         compress_only=compress_only,
+                         stage_cache=trial.stage_cache if trial else
+                         pipeline.resolve(pipeline.output) / ".stages")
         progress.note(f"{pipeline.name}: checking the model, data and profiles")
         preflight(ctx)
         created_run_dir = not run_dir.exists()
@@ -292,11 +117,11 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
             raise
         crash.set_run_dir(run_dir)  # kept after a failure: the CLI logs a crash there
         try:
-            produced = _produce(ctx, force)
+            produced = produce(ctx)
             if compress_only:
                 crash.set_run_dir(None)
                 return Result(run_dir, produced[0], [], [], True, {})
-            result = _report(ctx, produced, gated, strict, config_text)
+            result = _report(ctx, produced, targets.gated, strict, config_text)
             track_result(pipeline, result, progress.note)
             crash.set_run_dir(None)
             return result

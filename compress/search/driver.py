@@ -50,24 +50,24 @@ def strategy_of(search_spec, space) -> tuple[str, Optional[int]]:
 def run_search(pipeline, *, force: bool = False, strict: bool = False, quiet: bool = False,
                config_text: str | None = None, note=print):
     """Run the trials and write the search's report; returns the runner's Result."""
-    from compress.runner.checks import resolve_targets
+    from compress.runner.targets import resolve_targets
     from compress.runner.lock import RunLock
     from compress.search.executors import TRIAL_EXECUTORS
     from compress.search.optuna_study import optuna_proposals
     from compress.search.report import conclude
     from compress.runner.tracking.mlflow import check_pipeline
-    targets, _ = resolve_targets(pipeline)   # a profile that fails to load fails first
-    check_pipeline(pipeline)                 # and an MLflow store that cannot be used
-    space = axes(pipeline)
+    targets = resolve_targets(pipeline)   # a profile that fails to load fails first
+    check_pipeline(pipeline)              # and an MLflow store that cannot be used
+    space = axes(pipeline, targets)
     out = pipeline.run_dir
     out.mkdir(parents=True, exist_ok=True)
     search = Search(pipeline, space, out, {"force": force, "strict": strict,
                                            "quiet": quiet, "note": note},
-                    targets=tuple(name for name, _ in targets))
+                    targets=targets)
     lock = RunLock(out)
     lock.acquire(note)
     try:
-        current = search_resume.fingerprint(pipeline, targets)
+        current = search_resume.fingerprint(pipeline, targets.pairs)
         search_resume.prepare(out, TRIALS, STUDY_DB, note, current, force)
         search.resumable = search_resume.finished(out, TRIALS, RECORD, Trial)
         search.finished = {t.variant_key: t for t in search.resumable.values()}

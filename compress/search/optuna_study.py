@@ -59,7 +59,7 @@ def optuna_proposals(search, limit: int, path: Path, name: str):
 def _tell(optuna, study, trial, search, result) -> None:
     from compress.search.trials import COMPLETE, DUPLICATE
     if result.state in (COMPLETE, DUPLICATE) and result.objectives:
-        for target, value in zip(search.targets, result.constraints):
+        for target, value in zip(search.targets.names, result.constraints):
             trial.set_constraint(target, value)
         study.tell(trial, result.objectives)
     else:

@@ -9,11 +9,12 @@ import time
 from pathlib import Path
 
 
-def compress_variant(pipeline, stage_cache: str, force: bool, threads: int) -> dict:
+def compress_variant(pipeline, stage_cache: str, force: bool, threads: int, targets) -> dict:
     """{artifacts: {id: sha256}, node, seconds}, or {message, stage_error, node} when the
-    variant cannot be made (the driver records the trial as failed, with that message)."""
+    variant cannot be made (the driver records the trial as failed, with that message).
+    `targets`: the search's, resolved once by its driver (runner.targets.Targets)."""
     from compress.errors import CompressError, StageError
-    from compress.runner.run import run_pipeline
+    from compress.runner.run import TrialRun, run_pipeline
     node, started = socket.gethostname(), time.perf_counter()
     shared = Path(stage_cache)
     if not shared.parent.is_dir():
@@ -27,8 +28,8 @@ def compress_variant(pipeline, stage_cache: str, force: bool, threads: int) -> d
     except ImportError:
         pass   # a pipeline from ONNX needs no torch; its stages say so if they do
     try:
-        result = run_pipeline(pipeline, force=force, quiet=True, stage_cache=shared,
-                              measured={}, compress_only=True)
+        trial = TrialRun(targets.for_variant(pipeline), shared, {}, compress_only=True)
+        result = run_pipeline(pipeline, force=force, quiet=True, trial=trial)
     except CompressError as exc:
         return {"message": str(exc), "stage_error": isinstance(exc, StageError), "node": node}
     return {"artifacts": {a.id: a.sha256 for a in result.artifacts}, "node": node,

@@ -167,7 +167,7 @@ def _submissions(search, proposals, task, flight: Flight, later: list, threads: 
         else:
             search.in_flight += 1
             yield task.remote(prepared.made, str(stage_cache_of(search.pipeline)),
-                              search.options["force"], threads), prepared
+                              search.options["force"], threads, search.targets), prepared
 
 
 def run_ray(search, proposals) -> None:

@@ -16,7 +16,7 @@ from compress.core.artifacts import Artifact
 from compress.report.decide import CANDIDATE, SHIP
 from compress.runner.manifest import build_manifest
 from compress.report.recommend import decision
-from compress.report.build import build_report, write_reports
+from compress.report.build import Judged, Measured, build_report, write_reports
 from profiles import Verdict
 
 
@@ -123,10 +123,9 @@ def _passed(recommendations: list[dict], gated: set, strict: bool) -> bool:
 
 def conclude(search, strategy: str, config_text: str | None):
     """Merge the trials, decide, write runs/<name>/report.*; the runner's Result."""
-    from compress.runner.checks import resolve_targets
     from compress.runner.run import Result
     pipeline = search.pipeline
-    targets, gated = resolve_targets(pipeline)
+    targets, gated = search.targets.pairs, search.targets.gated
     merged = _Merged()
     trials = _trial_rows(search, merged)
     decided = decision(merged.artifacts, merged.benchmarks,
@@ -136,9 +135,10 @@ def conclude(search, strategy: str, config_text: str | None):
     source = merged.artifacts[0].sha256 if merged.artifacts else ""
     manifest = build_manifest(pipeline, hashlib.sha256(config_text.encode()).hexdigest(),
                               source, targets, [*merged.benchmarks, *merged.comparisons])
-    report = build_report(pipeline, manifest, merged.artifacts, merged.benchmarks,
-                          merged.verdicts, merged.models, gated=gated, passed=passed,
-                          strict=search.options["strict"], engine_baselines=merged.comparisons)
+    report = build_report(pipeline, manifest,
+                          Measured(merged.artifacts, merged.models, merged.benchmarks,
+                                   engine_baselines=merged.comparisons),
+                          Judged(merged.verdicts, gated, passed, search.options["strict"]))
     report.update(decided)
     report["pipeline"]["config"] = history.config_record(pipeline)
     report["search"] = {"strategy": strategy, "resumed": search.resumed,

@@ -19,6 +19,7 @@ from pydantic import TypeAdapter, ValidationError
 from compress.errors import ConfigError
 from compress.quant.schemes import scheme_of_setting
 from compress.config.stage_graph import GraphProblem, check_graph
+from compress.runner.targets import Targets
 from compress.stagebase import STAGES
 
 
@@ -47,8 +48,8 @@ def with_target(pipeline, index: int, option: str, choice):
     return pipeline.model_copy(update={"targets": tuple(targets)})
 
 
-def _target_axis(pipeline, key: str, choices: tuple, names: list[str]) -> Axis:
-    from compress.runner.checks import resolve_targets
+def _target_axis(pipeline, key: str, choices: tuple, targets: Targets) -> Axis:
+    names = list(targets.names)
     name, _, option = key[len("targets."):].rpartition(".")
     if name not in names:
         raise _error(key, f"no target is named '{name}'; targets: {', '.join(names)}")
@@ -57,7 +58,7 @@ def _target_axis(pipeline, key: str, choices: tuple, names: list[str]) -> Axis:
                           f"'{option}'")
     for choice in choices:   # each as the target and its profile would take it
         try:
-            resolve_targets(with_target(pipeline, names.index(name), option, choice))
+            targets.for_variant(with_target(pipeline, names.index(name), option, choice))
         except ValidationError as exc:
             raise _error(key, f"{choice!r}: {exc.errors()[0]['msg']}") from None
         except ConfigError as exc:
@@ -109,17 +110,14 @@ def _stage_axis(pipeline, key: str, choices: tuple) -> Axis:
     return Axis(key, index, option or None, choices)
 
 
-def axes(pipeline) -> list[Axis]:
-    """The space's keys resolved against the pipeline's stages and targets, every choice
-    checked as the YAML's settings are (a ConfigError names the key and the choice)."""
-    names = None
+def axes(pipeline, targets: Targets) -> list[Axis]:
+    """The space's keys resolved against the pipeline's stages and its targets (resolved
+    once: runner.targets), every choice checked as the YAML's settings are (a ConfigError
+    names the key and the choice)."""
     found = []
     for key, choices in pipeline.search.space.items():
         if key.startswith("targets."):
-            if names is None:
-                from compress.runner.checks import resolve_targets
-                names = [name for name, _ in resolve_targets(pipeline)[0]]
-            found.append(_target_axis(pipeline, key, tuple(choices), names))
+            found.append(_target_axis(pipeline, key, tuple(choices), targets))
         else:
             found.append(_stage_axis(pipeline, key, tuple(choices)))
     return found

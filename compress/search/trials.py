@@ -13,6 +13,7 @@ from typing import Callable, Optional
 from compress.core.artifacts import write_json_atomic
 from compress.errors import CompressError, StageError
 from compress.report.decide import over_ratio
+from compress.runner.targets import Targets
 from compress.search.space import variant, variant_key
 
 TRIALS, STUDY_DB, RECORD = "trials", "search.db", "trial.json"
@@ -49,7 +50,7 @@ class Search:
     started: float = field(default_factory=time.monotonic)
     resumed: int = 0
     in_flight: int = 0                      # trials an executor is compressing now
-    targets: tuple = ()                     # the target names, in the pipeline's order
+    targets: Optional[Targets] = None       # resolved once for the search (runner.targets)
 
 
 def _objectives(report: dict) -> tuple[list, list]:
@@ -134,7 +135,7 @@ def finish_trial(search: Search, prepared: Prepared, compressed: Optional[dict] 
     """Run the variant's pipeline here and record it. `compressed`: what an executor that
     made its stages elsewhere answered (executors.ray_task): they are reused from the
     stage cache, or the trial is recorded as failed with the executor's message."""
-    from compress.runner.run import run_pipeline
+    from compress.runner.run import TrialRun, run_pipeline
     proposal, note = prepared.proposal, search.options["note"]
     elapsed = time.monotonic() - search.started
     note(f"trial {proposal.trial_id} ({proposal.position}{elapsed:.0f} s into the search): "
@@ -144,9 +145,11 @@ def finish_trial(search: Search, prepared: Prepared, compressed: Optional[dict] 
         if compressed is not None and "message" in compressed:
             raise (_Failed if compressed["stage_error"] else CompressError)(compressed["message"])
         # what an executor made is reused, even when forced: it was forced there
+        trial = TrialRun(search.targets.for_variant(prepared.made),
+                         stage_cache_of(search.pipeline), search.memo)
         result = run_pipeline(prepared.made, force=search.options["force"] and not compressed,
                               strict=search.options["strict"], quiet=search.options["quiet"],
-                              stage_cache=stage_cache_of(search.pipeline), measured=search.memo)
+                              trial=trial)
     except CompressError as exc:   # this variant cannot be made or measured: the others can
         if not isinstance(exc, (StageError, _Failed)) and not any(
                 t.state == COMPLETE for t in search.trials):

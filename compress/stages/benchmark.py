@@ -118,62 +118,42 @@ def plan_jobs(candidates, targets, cores: dict[str, int],
     return jobs, skipped
 
 
-def _runner_args(path, inputs, evaluation, job: Job, config: Benchmark, metric,
-                 nhwc: bool = False, first_round: bool = True, outputs: str = "") -> list[str]:
-    """What follows `python -m runtimes bench` (paths as the measuring machine sees them).
-    The metric and the op placement do not change between rounds: the first one has them."""
-    cmd = [str(path), "--json", "--progress",
+@dataclass(frozen=True)
+class RunnerPaths:
+    """One round's files as the measuring machine sees them: the model, the timed inputs
+    and the evaluation data (None: none), and where a custom metric's outputs go."""
+    model: str
+    inputs: Optional[str] = None
+    evaluation: Optional[str] = None
+    outputs: str = ""
+
+
+def _runner_args(paths: RunnerPaths, job: Job, config: Benchmark, metric,
+                 first_round: bool = True) -> list[str]:
+    """What follows `python -m runtimes bench`. The metric and the op placement do not
+    change between rounds: the first one has them."""
+    cmd = [str(paths.model), "--json", "--progress",
            "--samples", "--threads", str(job.threads), "--warmup", str(config.warmup),
            "--runs", str(math.ceil(config.runs / config.rounds)),
            "--seconds", str(config.min_seconds / config.rounds),
            "--eval-batch", str(config.eval_batch), *job.device_flags]
-    if inputs:
-        cmd += ["--inputs", str(inputs)]
-    if nhwc:
+    if paths.inputs:
+        cmd += ["--inputs", str(paths.inputs)]
+    if job.artifact.meta.get("channels_last", False):
         cmd += ["--nhwc"]
     cmd += engine_flags(job.engine, job.settings, job.artifact.format)
     if first_round and reports_placement(job.engine, job.settings):
         cmd += ["--placement"]
-    if evaluation and first_round:
-        cmd += ["--eval", str(evaluation)]
+    if paths.evaluation and first_round:
+        cmd += ["--eval", str(paths.evaluation)]
         if metric["custom"]:  # scored on this side, by the user's function
-            return cmd + ["--save-outputs", outputs]
+            return cmd + ["--save-outputs", paths.outputs]
         cmd += ["--metric", metric["name"]]
         if metric.get("primary"):
             cmd += ["--primary", metric["primary"]]
         if metric.get("pairs"):
             cmd += ["--pairs"]
     return cmd
-
-
-def _measure_once(index: int, job: Job, round_index: int, place, paths: dict, files: tuple,
-                  config: Benchmark, ctx) -> Measurement:
-    """One round of one job on one device: the runner's result (its metric in the first
-    round only, which does not change between rounds; a custom metric scored here from
-    the outputs it wrote). `paths`: where the files are on the place (none: here);
-    `files`: (timed inputs, evaluation data, metric info).
-    Raises Unavailable, and places.DeviceLost when the device's connection fails."""
-    inputs, evaluation, metric_info = files
-    artifact = job.artifact
-    model, batch, evaluate = (paths.get(path, str(path)) if path else None
-                              for path in (ctx.path(artifact), inputs, evaluation))
-    outputs = place.outputs_path(ctx.out_dir, f"outputs-{index}.npz")
-    # a comparison is timed only: the metric and placement are the baseline record's
-    first = round_index == 0 and not job.comparison
-    args = _runner_args(model, batch, evaluate, job, config, metric_info,
-                        artifact.meta.get("channels_last", False), first, outputs)
-    device = f" on {place.label}" if ctx.fleets[job.target].size > 1 else ""
-    label = (f"benchmark {artifact.id} on {job.target}{device} ({job.threads} threads, round "
-             f"{round_index + 1}/{config.rounds})")
-    with ctx.progress.task(label, math.ceil(config.runs / config.rounds)) as advance:
-        result = place.measure(args, config.timeout_s, advance)
-    if first and evaluate and metric_info and metric_info["custom"]:
-        fidelity = (result.metric or {}).get("details") or {}
-        metric = custom_score(ctx, place, outputs)
-        metric["details"] = {**fidelity, **metric["details"]}
-        metric["samples"] = len(ctx.dataset("evaluation"))
-        result = result.replace(metric=metric)
-    return result
 
 
 class _Rounds:
@@ -201,9 +181,7 @@ class _Rounds:
                                              self.done, self.twins):
                 return
         try:
-            paths = self.copies.paths(index, place)
-            result = _measure_once(index, job, round_index, place, paths, self.files,
-                                   self.config, self.ctx)
+            result = self._measure_once(index, place, round_index)
         except Unavailable as exc:
             with self.lock:
                 self.done[index] = _untimed(job, unmeasured=str(exc))
@@ -216,6 +194,35 @@ class _Rounds:
             if job.engine == AUTO:  # the later rounds time the engine the probe chose
                 self.jobs[index] = dataclasses.replace(
                     job, engine=result.engine_choice["chosen"])
+
+    def _measure_once(self, index: int, place, round_index: int) -> Measurement:
+        """One round of one job on one device: the runner's result (its metric in the
+        first round only, which does not change between rounds; a custom metric scored
+        here from the outputs it wrote). Raises Unavailable, and places.DeviceLost when
+        the device's connection fails."""
+        job, config, ctx = self.jobs[index], self.config, self.ctx
+        inputs, evaluation, metric_info = self.files
+        artifact = job.artifact
+        paths = self.copies.paths(index, place)   # where the files are there (none: here)
+        model, batch, evaluate = (paths.get(path, str(path)) if path else None
+                                  for path in (ctx.path(artifact), inputs, evaluation))
+        outputs = place.outputs_path(ctx.out_dir, f"outputs-{index}.npz")
+        # a comparison is timed only: the metric and placement are the baseline record's
+        first = round_index == 0 and not job.comparison
+        args = _runner_args(RunnerPaths(model, batch, evaluate, outputs), job, config,
+                            metric_info, first)
+        device = f" on {place.label}" if ctx.fleets[job.target].size > 1 else ""
+        label = (f"benchmark {artifact.id} on {job.target}{device} ({job.threads} threads, "
+                 f"round {round_index + 1}/{config.rounds})")
+        with ctx.progress.task(label, math.ceil(config.runs / config.rounds)) as advance:
+            result = place.measure(args, config.timeout_s, advance)
+        if first and evaluate and metric_info and metric_info["custom"]:
+            fidelity = (result.metric or {}).get("details") or {}
+            metric = custom_score(ctx, place, outputs)
+            metric["details"] = {**fidelity, **metric["details"]}
+            metric["samples"] = len(ctx.dataset("evaluation"))
+            result = result.replace(metric=metric)
+        return result
 
     def records(self) -> list[dict]:
         records = [self.done.get(index) or (None if index in self.twins else

@@ -21,12 +21,13 @@ from compress.errors import ModelError
 from compress.core.imports import import_callable
 from compress.core.lazy import require
 from compress.stagebase import StageConfig, Strict, register
+from compress.model.stats import first_output
 from compress.model.training import TrainSettings, check_labels, train
+from compress.stages.distill_pair import Pair, check_outputs, loss_fn
 
 # compress.config.pipeline imports every stage module to build its stage union, so a stage cannot
 # import TorchSource from it: TeacherModel and StudentModel mirror its fields.
 _FACTORY = r"^[\w.]+:[\w.]+$"
-_PROBE_SAMPLES = 8  # a training batch this size checks shapes before any training
 _TEACHER_KEY = "\0teacher outputs"  # a NUL byte: no real input name clashes with it
 
 
@@ -100,10 +101,6 @@ class Distill(StageConfig):
         return ("train",)
 
 
-def _first(output):
-    return output[0] if isinstance(output, (tuple, list)) else output
-
-
 def _call_factory(spec, kwargs: dict, ctx, what: str):
     """`spec`: `module:callable`, or the callable itself (a pipeline built in Python)."""
     torch = require("torch", "distill")
@@ -171,112 +168,6 @@ def _student(config: Distill, artifact, ctx) -> tuple[object, str, dict]:
     return model.eval(), spec.factory, dict(spec.kwargs)
 
 
-def _modules(model, names: list[str], role: str) -> dict:
-    known = dict(model.named_modules())
-    for name in names:
-        if name not in known:
-            some = ", ".join(n for n in list(known)[1:13])
-            raise ModelError(f"distill features: the {role} has no module '{name}'; some of "
-                             f"its modules: {some}")
-    return {name: known[name] for name in names}
-
-
-def _hook(model, names: list[str], role: str, store: dict) -> list:
-    """Forward hooks that keep the latest output of each named module in `store`."""
-    handles = []
-    for name, module in _modules(model, names, role).items():
-        def keep(_module, _inputs, output, name=name):
-            store[name] = _first(output)
-        handles.append(module.register_forward_hook(keep))
-    return handles
-
-
-def _projection(pair: FeaturePair, s_shape, t_shape, torch):
-    """Maps a student feature onto the teacher's width (identity when they match)."""
-    where = f"distill features {pair.student} -> {pair.teacher}"
-    if len(s_shape) != len(t_shape) or tuple(s_shape[2:]) != tuple(t_shape[2:]):
-        raise ModelError(f"{where}: the student's output {tuple(s_shape)} and the teacher's "
-                         f"{tuple(t_shape)} differ in rank or spatial size; pick layers at "
-                         "the same resolution")
-    if s_shape[1] == t_shape[1]:
-        return torch.nn.Identity(), "identity"
-    if len(s_shape) == 4:
-        return torch.nn.Conv2d(s_shape[1], t_shape[1], 1), f"conv1x1 {s_shape[1]}->{t_shape[1]}"
-    if len(s_shape) == 2:
-        return torch.nn.Linear(s_shape[1], t_shape[1]), f"linear {s_shape[1]}->{t_shape[1]}"
-    raise ModelError(f"{where}: widths {s_shape[1]} and {t_shape[1]} differ; projections "
-                     "exist for 2-D (N, C) and 4-D (N, C, H, W) features only")
-
-
-class _Pair:
-    """Student, teacher and the feature projections, wired up for one training run."""
-
-    def __init__(self, student, teacher, config: Distill, torch):
-        self.student, self.teacher, self.config = student, teacher, config
-        self.s_feats, self.t_feats = {}, {}
-        self.handles = (
-            _hook(student, [p.student for p in config.features], "student", self.s_feats)
-            + _hook(teacher, [p.teacher for p in config.features], "teacher", self.t_feats))
-        # One module holding student + projections, so train() optimises both and keeps
-        # the best epoch of both; only `.student` is saved afterwards.
-        self.trainable = torch.nn.Module()
-        self.trainable.student = student
-        self.trainable.projections = torch.nn.ModuleList()
-        self.trainable.forward = student.forward  # the loss calls the student through it
-
-    def probe(self, inputs: dict, torch) -> tuple[object, object, list[str]]:
-        """Run both models on a training batch; build projections; return both outputs."""
-        args = [torch.from_numpy(a[:_PROBE_SAMPLES]) for a in inputs.values()]
-        self.student.eval()
-        with torch.no_grad():
-            s_out, t_out = _first(self.student(*args)), _first(self.teacher(*args))
-        described = []
-        for pair in self.config.features:
-            proj, text = _projection(pair, self.s_feats[pair.student].shape,
-                                     self.t_feats[pair.teacher].shape, torch)
-            self.trainable.projections.append(proj)
-            described.append(text)
-        return s_out, t_out, described
-
-    def close(self) -> None:
-        for handle in self.handles:  # the teacher may be the shared source module
-            handle.remove()
-
-
-def _check_outputs(s_out, t_out) -> None:
-    if tuple(s_out.shape) != tuple(t_out.shape):
-        raise ModelError(f"the teacher's output has shape {tuple(t_out.shape)} but the "
-                         f"student's has shape {tuple(s_out.shape)} on a training batch; "
-                         "both must score the same classes")
-    if s_out.ndim != 2:
-        raise ModelError(f"distill needs class scores shaped (batch, classes); the models "
-                         f"return {tuple(s_out.shape)}")
-
-
-def _loss_fn(pair: _Pair, alpha: float, torch):
-    F = torch.nn.functional
-    config, temperature = pair.config, pair.config.temperature
-
-    def loss(model, xs, labels):
-        *xs, t_out = xs  # the teacher's outputs ride along as the last "input"
-        s_out = _first(model(*xs))
-        if config.features:
-            with torch.no_grad():
-                pair.teacher(*xs)  # fills pair.t_feats through the hooks
-        # T^2 keeps the soft-target gradients on the same scale as the hard-label ones.
-        total = alpha * temperature ** 2 * F.kl_div(
-            F.log_softmax(s_out / temperature, 1), F.log_softmax(t_out / temperature, 1),
-            reduction="batchmean", log_target=True)
-        if alpha < 1 and labels is not None:
-            total = total + (1 - alpha) * F.cross_entropy(s_out, labels)
-        if config.features:
-            feature = sum(F.mse_loss(proj(pair.s_feats[p.student]), pair.t_feats[p.teacher])
-                          for p, proj in zip(config.features, model.projections))
-            total = total + config.feature_weight * feature / len(config.features)
-        return total
-    return loss
-
-
 def _metric(model, ctx) -> Optional[float]:
     from compress.model.torch_eval import torch_metric
     result = torch_metric(model, ctx)
@@ -289,11 +180,11 @@ def _teacher_outputs(teacher, inputs: dict, torch, batch: int = 64):
     with torch.no_grad():
         for start in range(0, total, batch):
             out = teacher(*[torch.from_numpy(a[start:start + batch]) for a in inputs.values()])
-            outs.append((out[0] if isinstance(out, (tuple, list)) else out).numpy())
+            outs.append(first_output(out).numpy())
     return np.concatenate(outs)
 
 
-def _train(pair: _Pair, data, alpha: float, ctx, torch) -> tuple[object, list]:
+def _train(pair: Pair, data, alpha: float, ctx, torch) -> tuple[object, list]:
     """Train; return train()'s result and every evaluation (the first is before training)."""
     seen = []
     has_eval = ctx.dataset("evaluation") is not None
@@ -305,7 +196,7 @@ def _train(pair: _Pair, data, alpha: float, ctx, torch) -> tuple[object, list]:
     # data.train (instead of on every batch of every epoch) often halves the training time.
     # train() slices every array of `inputs` with the same batch indices.
     inputs = {**data.inputs, _TEACHER_KEY: _teacher_outputs(pair.teacher, data.inputs, torch)}
-    result = train(pair.trainable, _loss_fn(pair, alpha, torch), inputs, data.labels,
+    result = train(pair.trainable, loss_fn(pair, alpha, torch), inputs, data.labels,
                    pair.config.train, evaluate=evaluate if has_eval else None,
                    progress=ctx.progress, label="distill")
     return result, seen
@@ -319,10 +210,10 @@ def run(artifact, config: Distill, ctx) -> list[Output]:
     teacher, described = _teacher(config, ctx)
     student, factory, kwargs = _student(config, artifact, ctx)
     alpha = config.alpha if data.labels is not None else 1.0
-    pair = _Pair(student, teacher, config, torch)
+    pair = Pair(student, teacher, config, torch)
     try:
         s_out, t_out, projections = pair.probe(data.inputs, torch)
-        _check_outputs(s_out, t_out)
+        check_outputs(s_out, t_out)
         check_labels(data.labels, s_out.shape[1])
         ctx.progress.note(f"distill: {len(data)} training samples, T={config.temperature:g}, "
                           f"alpha={alpha:g}, {len(config.features)} feature pair(s)")

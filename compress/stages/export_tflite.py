@@ -23,7 +23,7 @@ class ExportTflite(StageConfig):
     cache_version = 5
     type: Literal["export.tflite"] = Field("export.tflite", description="a torch model to "
                                            "TFLite (fp32, fp16, dynamic-int8, int8)")
-    mode: Literal["fp32", "fp16", "dynamic-int8", "int8"] = Field(
+    mode: Literal[presets.TFLITE_MODES] = Field(  # type: ignore[valid-type]
         "fp32", description="fp16: fp16 weights; dynamic-int8: int8 weights, float "
         "activations; int8: full integer, calibrated on data.calibration")
     io: Optional[Literal["float", "int8"]] = Field(

@@ -9,20 +9,21 @@ use it (sparse tensor cores); a dense runtime is not faster.
 from __future__ import annotations
 
 import copy
-import math
+from dataclasses import dataclass
 from typing import Literal, Optional
 
-import numpy as np
 from pydantic import Field, PositiveInt, model_validator
 
 from compress.core.artifacts import Output
 from compress.errors import ModelError
 from compress.core.lazy import require
-from compress.model.stats import forward_with_hooks, model_stats, weight_layers
+from compress.model.stats import first_output, forward_with_hooks, model_stats, weight_layers
 from compress.model.sparsity import apply_masks, magnitude_masks, nm_masks
 from compress.stagebase import StageConfig, register
 from compress.model.torch_eval import torch_metric
 from compress.model.training import TrainSettings, check_labels, train
+from compress.stages.prune_channels import (channel_counts, channel_pruner, channel_step,
+                                            taylor_gradients)
 
 MAGNITUDE_NOTE = ("unstructured zeros shrink the compressed (zip/gzip) model file but not "
                   "latency on dense runtimes, which multiply the zeros like any weight")
@@ -90,10 +91,6 @@ class Prune(StageConfig):
         return ("train",) if self.train.epochs > 0 or taylor else ()
 
 
-def _first(output):
-    return output[0] if isinstance(output, (tuple, list)) else output
-
-
 def _output_layer(model, example, torch) -> str:
     """The last Conv/Linear to run produces the outputs (the classes): never pruned."""
     order = []
@@ -118,89 +115,36 @@ def _is_ignored(name: str, ignored: set) -> bool:
     return any(name == i or name.startswith(i + ".") for i in ignored)
 
 
-def _channel_pruner(model, example, config: Prune, ignored: set, tp):
-    modules = dict(model.named_modules())
-    importance = {"l1": lambda: tp.importance.MagnitudeImportance(p=1),
-                  "l2": lambda: tp.importance.MagnitudeImportance(p=2),
-                  "bn_scale": tp.importance.BNScaleImportance,
-                  "taylor": tp.importance.TaylorImportance}[config.importance]()
-    # round_to is applied in _channel_step: torch-pruning rounds the channels kept down,
-    # which in global mode can empty a layer (and then silently skips it).
-    try:
-        pruner = tp.pruner.BasePruner(
-            model, example, importance, global_pruning=config.scope == "global",
-            pruning_ratio=config.sparsity, max_pruning_ratio=config.max_layer_sparsity,
-            iterative_steps=config.step_count, ignored_layers=[modules[n] for n in ignored])
-    except Exception as exc:  # tracing runs the user's model code
-        raise ModelError(f"torch-pruning could not trace the model's layer dependencies: "
-                         f"{type(exc).__name__}: {exc}. Try `method: magnitude`") from exc
-    if pruner.initial_total_channels == 0:
-        raise ModelError("prune found no prunable channels: every Conv/Linear layer is the "
-                         f"output layer or ignored ({sorted(ignored)})")
-    return pruner
-
-
-def _channels_to_keep(current: int, proposed: int, initial: int, config: Prune) -> int:
-    floor = math.ceil(initial * (1 - config.max_layer_sparsity))
-    keep = max(proposed, floor, 1)
-    return min(math.ceil(keep / config.round_to) * config.round_to, current)
-
-
-def _channel_step(pruner, config: Prune, initial: dict, torch) -> None:
-    """One pruner step, each layer's cut limited by max_layer_sparsity and round_to."""
-    graph = pruner.DG
-    for group in pruner.step(interactive=True):
-        module, handler = group[0].dep.target.module, group[0].dep.handler
-        if pruner._get_channel_groups(group) > 1:
-            group.prune()  # grouped layers: torch-pruning's indices keep the groups equal
-            continue
-        current = graph.get_out_channels(module)
-        keep = _channels_to_keep(current, current - len(group[0].idxs), initial[module], config)
-        if keep >= current:
-            continue
-        full = graph.get_pruning_group(module, handler, list(range(current)))
-        order = torch.argsort(pruner.estimate_importance(full))
-        graph.get_pruning_group(module, handler, order[:current - keep].tolist()).prune()
-
-
-def _taylor_gradients(model, teacher, data, config: Prune, seed: int, torch) -> None:
-    """Loss gradients for first-order Taylor importance. Without labels the target is the
-    unpruned model's top-1 class: KL to its own outputs has a zero gradient before pruning."""
-    pick = np.random.default_rng(seed).permutation(len(data))[:config.taylor_samples]
-    inputs = [torch.from_numpy(a[pick]) for a in data.inputs.values()]
-    labels = torch.from_numpy(data.labels[pick]) if data.labels is not None else None
-    model.zero_grad(set_to_none=True)
-    for start in range(0, len(pick), 64):
-        batch = [t[start:start + 64] for t in inputs]
-        if labels is not None:
-            target = labels[start:start + 64]
-        else:
-            with torch.no_grad():
-                target = _first(teacher(*batch)).argmax(1)
-        loss = torch.nn.functional.cross_entropy(_first(model(*batch)), target, reduction="sum")
-        (loss / len(pick)).backward()
-
-
-def _channel_counts(model, torch) -> dict:
-    return {n: getattr(m, "out_channels", getattr(m, "out_features", None))
-            for n, m in weight_layers(model)}
-
-
 def _loss_fn(teacher, torch):
     functional = torch.nn.functional
 
     def loss(model, inputs, labels):
-        out = _first(model(*inputs))
+        out = first_output(model(*inputs))
         if labels is not None:
             return functional.cross_entropy(out, labels)
         with torch.no_grad():
-            target = _first(teacher(*inputs))
+            target = first_output(teacher(*inputs))
         return functional.kl_div(functional.log_softmax(out, 1), functional.log_softmax(target, 1),
                                  log_target=True, reduction="batchmean")
     return loss
 
 
-def _fine_tune(model, teacher, data, masks: dict, config: Prune, ctx, label: str, torch) -> dict:
+@dataclass(frozen=True)
+class _Pruning:
+    """What every step of one prune stage reads: the model as given (the teacher, never
+    modified), the settings, the layers left alone, the stage's context, an example
+    input per model input, and torch."""
+    teacher: object
+    config: Prune
+    ignored: set
+    ctx: object
+    example: list
+    torch: object
+
+
+def _fine_tune(model, job: _Pruning, data, masks: dict, label: str) -> dict:
+    ctx, torch = job.ctx, job.torch
+
     def evaluate(candidate) -> float:
         return torch_metric(candidate, ctx)["value"]
 
@@ -208,7 +152,8 @@ def _fine_tune(model, teacher, data, masks: dict, config: Prune, ctx, label: str
     # state stays zero too, so pruned weights never move; masks re-applied to be sure.
     hooks = [m.weight.register_hook(lambda g, mask=mask: g * mask) for m, mask in masks.items()]
     try:
-        result = train(model, _loss_fn(teacher, torch), data.inputs, data.labels, config.train,
+        result = train(model, _loss_fn(job.teacher, torch), data.inputs, data.labels,
+                       job.config.train,
                        evaluate=evaluate if ctx.dataset("evaluation") is not None else None,
                        progress=ctx.progress, label=label)
     finally:
@@ -235,20 +180,22 @@ def _step_masks(model, config: Prune, ignored: set, step: int, torch) -> tuple[d
     return nm_masks(layers, keep, config.m, torch), f"{keep}:{config.m} sparsity"
 
 
-def _prune(model, teacher, config: Prune, ignored: set, ctx, example, torch) -> list:
+def _prune(model, job: _Pruning) -> list:
     """Prune `model` in place step by step; returns the fine-tuning history."""
+    config, ignored, ctx, torch = job.config, job.ignored, job.ctx, job.torch
     train_data = ctx.dataset("train").samples("prune") if config.required_data() else None
     pruner, initial, masks = None, {}, {}
     if config.method == "channel":
         tp = require("torch_pruning", "prune (method: channel)")
-        pruner = _channel_pruner(model, example, config, ignored, tp)
+        pruner = channel_pruner(model, job.example, config, ignored, tp)
         initial = dict(pruner.layer_init_out_ch)
     history, steps = [], config.step_count
     for step in range(1, steps + 1):
         if pruner is not None:
             if config.importance == "taylor":
-                _taylor_gradients(model, teacher, train_data, config, ctx.pipeline.seed, torch)
-            _channel_step(pruner, config, initial, torch)
+                taylor_gradients(model, job.teacher, train_data, config, ctx.pipeline.seed,
+                                 torch)
+            channel_step(pruner, config, initial, torch)
             model.zero_grad(set_to_none=True)
             what = (f"{config.sparsity * step / steps:.0%} channels "
                     f"({config.scope}, {config.importance})")
@@ -259,14 +206,14 @@ def _prune(model, teacher, config: Prune, ignored: set, ctx, example, torch) -> 
         if config.train.epochs:
             pruned = torch_metric(model, ctx)  # before fine-tuning: what training recovered
             history.append({"step": step, "metric_pruned": pruned and pruned["value"],
-                            **_fine_tune(model, teacher, train_data, masks, config, ctx,
-                                         f"fine-tune {step}/{steps}", torch)})
+                            **_fine_tune(model, job, train_data, masks,
+                                         f"fine-tune {step}/{steps}")})
     return history
 
 
 def _layers_meta(before: dict, model, config: Prune, ignored: set, torch) -> dict:
     if config.method == "channel":
-        after = _channel_counts(model, torch)
+        after = channel_counts(model, torch)
         return {"layers": {n: {"before": c, "after": after[n]} for n, c in before.items()}}
     layers = weight_layers(model)
     meta = {"layers": {n: {"weights": m.weight.numel(), "sparsity": round(
@@ -298,11 +245,11 @@ def run(artifact, config: Prune, ctx) -> list[Output]:
     example = [torch.zeros(d.shape, dtype=getattr(torch, d.dtype)) for d in ctx.inputs]
     if config.required_data():
         with torch.no_grad():
-            classes = _first(model(*example)).shape[1]
+            classes = first_output(model(*example)).shape[1]
         check_labels(ctx.require_dataset("train", "prune").samples("prune").labels, classes)
     ignored = _ignored(model, config, example, torch)
-    before, channels = model_stats(model, example), _channel_counts(model, torch)
-    history = _prune(model, teacher, config, ignored, ctx, example, torch)
+    before, channels = model_stats(model, example), channel_counts(model, torch)
+    history = _prune(model, _Pruning(teacher, config, ignored, ctx, example, torch))
     metric = torch_metric(model, ctx)
     target = ctx.out_dir / "model.pt"
     save_torch_model(model, target)

@@ -28,7 +28,7 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from runtimes.loader import load  # noqa: E402
-from runtimes.measure import measure  # noqa: E402
+from runtimes.measure import Timing, measure  # noqa: E402
 
 THREADS = 2
 
@@ -96,7 +96,8 @@ def compare(name: str, path: Path, image: np.ndarray, runs: int, rounds: int) ->
     np.savez(inputs, image=image)
     bare_loop(ort_session, feeds, 50)  # warm both before the first round
     ways = {"bare": lambda: bare_loop(ort_session, feeds, runs),
-            "runner": lambda: measure(session, feeds, warmup=0, runs=runs)["latency_samples_ms"],
+            "runner": lambda: measure(session, feeds,
+                                      Timing(warmup=0, runs=runs))["latency_samples_ms"],
             "runner_cli": lambda: runner_cli(path, inputs, runs)}
     pooled = {key: [] for key in ways}
     order = list(ways)

@@ -40,7 +40,7 @@ from compress.data.feeds import load_dataset  # noqa: E402
 from compress.model.run import run_feeds  # noqa: E402
 from runtimes import engines  # noqa: E402
 from runtimes.metrics import feed_fidelity  # noqa: E402
-from runtimes.placement import node_flops  # noqa: E402
+from runtimes.flops import node_flops  # noqa: E402
 
 
 def _files(anchor) -> list[tuple[str, Path]]:

@@ -13,7 +13,7 @@ from onnx import numpy_helper
 import compress
 from compress.config.pipeline import parse_pipeline
 from compress.errors import ConfigError
-from compress.runner.checks import apply_target_defaults
+from compress.runner.targets import apply_target_defaults
 from export import presets
 from profiles import load_profile
 from profiles.schema import Profile

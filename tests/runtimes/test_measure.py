@@ -3,9 +3,9 @@ import time
 import numpy as np
 import pytest
 
-from runtimes import FunctionSession, TensorSpec, measure
+from runtimes import FunctionSession, TensorSpec, Timing, measure
 from runtimes.measure import summarize_latencies
-from runtimes.metrics import accuracy, evaluate, fidelity
+from runtimes.metrics import Scoring, accuracy, evaluate, fidelity
 
 
 def _session(delay_s: float = 0.0):
@@ -18,7 +18,7 @@ def _session(delay_s: float = 0.0):
 
 def test_measure_counts_runs_and_reports_percentiles():
     ticks = []
-    result = measure(_session(), {"x": np.ones((4, 3), np.float32)}, warmup=3, runs=25,
+    result = measure(_session(), {"x": np.ones((4, 3), np.float32)}, Timing(warmup=3, runs=25),
                      on_progress=lambda done, total: ticks.append(done))
     assert result["runs"] == 25 and ticks[-1] == 25
     lat = result["latency_ms"]
@@ -30,8 +30,8 @@ def test_measure_counts_runs_and_reports_percentiles():
 
 
 def test_measure_keeps_running_until_min_seconds():
-    result = measure(_session(0.002), {"x": np.ones((4, 3), np.float32)}, warmup=0, runs=1,
-                     min_seconds=0.1)
+    result = measure(_session(0.002), {"x": np.ones((4, 3), np.float32)},
+                     Timing(warmup=0, runs=1, min_seconds=0.1))
     assert result["runs"] > 10  # 0.1 s of ~2 ms runs
 
 
@@ -43,8 +43,8 @@ def test_measure_reports_energy_per_inference_from_a_meter():
         def stop(self):
             return {"joules": 99.0, "active_w": 4.0, "window_s": 99.0}
 
-    result = measure(_session(0.002), {"x": np.ones((4, 3), np.float32)}, warmup=0, runs=10,
-                     meter=Meter())
+    result = measure(_session(0.002), {"x": np.ones((4, 3), np.float32)},
+                     Timing(warmup=0, runs=10), meter=Meter())
     # energy over the timed window only: 4 W x window / (10 runs x batch 4)
     window = result["window_s"]
     assert result["energy"]["window_s"] == window and window < 1
@@ -67,4 +67,5 @@ def test_accuracy_and_fidelity():
     assert same["max_abs_error"] == 0.0
     flipped = fidelity(logits[:, ::-1], logits)
     assert flipped["top1_agreement"] == 0.0 and flipped["cosine"] < 1.0
-    assert evaluate(logits, metric="fidelity", reference=logits, primary="cosine")["name"] == "cosine"
+    assert evaluate(logits, metric="fidelity", reference=logits,
+                    scoring=Scoring("cosine"))["name"] == "cosine"

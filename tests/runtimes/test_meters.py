@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from runtimes import FunctionSession, TensorSpec, measure
+from runtimes import FunctionSession, TensorSpec, Timing, measure
 from runtimes.errors import RuntimeInputError
 from runtimes.power import detect
 from runtimes.power.command import last_number
@@ -303,8 +303,8 @@ def test_measure_reports_energy_per_inference_net_of_idle(bin_dir):
         return [x]
 
     session = FunctionSession(workload, [TensorSpec("x", (2, 3), "float32")])
-    result = measure(session, {"x": np.ones((2, 3), np.float32)}, warmup=1, runs=5,
-                     min_seconds=0.2, meter=meter)
+    result = measure(session, {"x": np.ones((2, 3), np.float32)},
+                     Timing(warmup=1, runs=5, min_seconds=0.2), meter=meter)
     energy = result["energy"]
     assert energy["idle_w"] == 2.0 and energy["active_w"] == 3.0
     inferences = result["runs"] * result["batch_size"]
@@ -315,7 +315,7 @@ def test_a_window_too_short_for_the_meter_gives_no_joules(bin_dir):
     script = fakes.install_watts(bin_dir)
     meter, _ = detect("command", command=str(script), interval_ms=5000, idle_seconds=0)
     session = FunctionSession(lambda x: [x], [TensorSpec("x", (1, 3), "float32")])
-    result = measure(session, {"x": np.ones((1, 3), np.float32)}, warmup=0, runs=3,
+    result = measure(session, {"x": np.ones((1, 3), np.float32)}, Timing(warmup=0, runs=3),
                      meter=meter)
     energy = result["energy"]
     assert energy["samples"] == 1 and energy["joules"] is None

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from runtimes.metrics import _average_ranks, evaluate, pair_spearman
+from runtimes.metrics import Scoring, _average_ranks, evaluate, pair_spearman
 
 
 def _pairs(similarities):
@@ -28,7 +28,7 @@ def test_ties_share_their_rank():
 def test_evaluate_reports_it_beside_cosine_for_paired_data():
     reference = _pairs([0.9, 0.5, 0.1])
     result = evaluate(reference * 2.0, metric="fidelity", reference=reference,
-                      primary="pair_spearman", pairs=True)
+                      scoring=Scoring("pair_spearman", pairs=True))
     assert result["value"] == pytest.approx(1.0)
     assert result["details"]["cosine"] == pytest.approx(1.0)
     with pytest.raises(ValueError, match="at least two pairs"):

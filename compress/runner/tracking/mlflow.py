@@ -184,14 +184,14 @@ def _record(client, experiment_id: str, content: RunContent,
     return run_id
 
 
-def log_run(spec: TrackingSpec, report: dict, run_dir: Path, *, base_dir: Path, run_name: str,
-            parent_run_id: str | None = None, params: dict | None = None) -> str:
-    """Log one finished run (nested under `parent_run_id` when given) and return its MLflow
-    run id. `params`: a search trial's choices, logged beside the stages' settings.
-    Raises TrackingFailed when MLflow cannot take it."""
-    content = run_content(report, Path(run_dir), run_name, params)
+def log_run(spec: TrackingSpec, report: dict, run_dir: Path, *, base_dir: Path,
+            run_name: str) -> str:
+    """Log one finished run and return its MLflow run id (a search's trials are logged
+    by log_search, nested under the search's run). Raises TrackingFailed when MLflow
+    cannot take it."""
+    content = run_content(report, Path(run_dir), run_name)
     with _session(_mlflow_spec(spec), base_dir) as (client, experiment_id):
-        return _record(client, experiment_id, content, parent_run_id)
+        return _record(client, experiment_id, content)
 
 
 def _search_files(report: dict, run_dir: Path, scratch: Path) -> list:

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from compress.cli import main as cli_main
-from export.op_support import (EDGETPU, QNN_HTP, ModelOps, Node, Tensor, check, list_ops,
-                               table_for_delegate, table_for_provider)
+from export.op_support import ModelOps, Node, Tensor, check, list_ops
+from export.op_tables import EDGETPU, QNN_HTP, table_for_delegate, table_for_provider
 from tests.conftest import REPO, run_cli
 from tests.runtimes.test_placement import FP32, INT8, PARTIAL, tiny_cnn_onnx
 

@@ -4,7 +4,7 @@ bad input, 3 an internal error, with one line on screen and the traceback in a c
 from __future__ import annotations
 
 import compress.api
-import compress.runner.run
+import compress.runner.produce
 from compress import cli
 from tests.conftest import pipeline_dict, run_cli, write_pipeline
 
@@ -29,7 +29,7 @@ def test_a_bug_before_the_run_exits_3_with_a_crash_log(project, monkeypatch, cap
 
 
 def test_a_bug_during_the_run_logs_into_the_run_directory(project, monkeypatch, capsys):
-    monkeypatch.setattr(compress.runner.run, "_baselines", _crash)  # after the stages ran
+    monkeypatch.setattr(compress.runner.produce, "_baselines", _crash)  # after the stages ran
     code = cli.main(["run", str(write_pipeline(project, pipeline_dict())), "--quiet"])
     assert code == 3
     logs = list((project / "runs" / "t").glob("crash-*.log"))

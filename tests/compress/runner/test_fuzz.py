@@ -27,7 +27,7 @@ import yaml
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from compress.runner.checks import apply_target_defaults, resolve_targets
+from compress.runner.targets import apply_target_defaults, resolve_targets
 from compress.config.pipeline import load_pipeline, parse_pipeline
 from compress.model.spec import TensorDecl
 from compress.data.forms import to_feeds
@@ -149,7 +149,7 @@ def mutated(draw, documents):
 
 def _validate(doc) -> None:
     pipeline = parse_pipeline(doc)
-    apply_target_defaults(pipeline, resolve_targets(pipeline)[0])
+    apply_target_defaults(pipeline, resolve_targets(pipeline).pairs)
 
 
 @FUZZ
@@ -255,7 +255,7 @@ def test_a_bad_profile_is_a_config_error_in_a_pipeline(profile, tmp_path):
            "targets": [str(path)]}
     try:
         pipeline = parse_pipeline(doc)
-        apply_target_defaults(pipeline, resolve_targets(pipeline)[0])
+        apply_target_defaults(pipeline, resolve_targets(pipeline).pairs)
     except CompressError:
         pass
 

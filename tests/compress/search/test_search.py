@@ -13,10 +13,15 @@ import pytest
 from compress.config.pipeline import parse_pipeline
 from compress.errors import ConfigError
 from compress.search.space import axes, combinations, variant, variant_key
+from compress.runner.targets import resolve_targets
 from tests.conftest import pipeline_dict, write_pipeline
 
 SPACE = {"quantize.scheme": ["int8-static", "fp16"],
          "quantize.calibration": ["minmax", "percentile"]}
+
+
+def _axes(pipeline):
+    return axes(pipeline, resolve_targets(pipeline))
 
 
 def _search_pipeline(**search):
@@ -28,7 +33,7 @@ def _search_pipeline(**search):
 
 def test_a_choice_the_scheme_lacks_is_left_out_and_equal_variants_share_a_key():
     pipeline = parse_pipeline(_search_pipeline())
-    space = axes(pipeline)
+    space = _axes(pipeline)
     made = [variant(pipeline, space, params, name="t")[0] for params in combinations(space)]
     assert [m.stages[1].scheme for m in made] == ["int8-static", "int8-static", "fp16", "fp16"]
     assert not hasattr(made[2].stages[1], "calibration")
@@ -43,11 +48,11 @@ def test_a_stage_can_be_searched_with_and_without_it():
     data["stages"].insert(3, {"type": "export.tflite", "input": "prune"})
     data["search"]["space"] = {"prune": [True, False]}
     pipeline = parse_pipeline(data)
-    without = variant(pipeline, axes(pipeline), {"prune": False}, name="t")[0]
+    without = variant(pipeline, _axes(pipeline), {"prune": False}, name="t")[0]
     assert [s.type for s in without.stages] == ["export.onnx", "quantize", "export.tflite",
                                                 "benchmark"]
     assert without.stages[2].input == "source"    # it took the pruned model: now the source
-    with_it = variant(pipeline, axes(pipeline), {"prune": True}, name="t")[0]
+    with_it = variant(pipeline, _axes(pipeline), {"prune": True}, name="t")[0]
     assert with_it.stages == pipeline.stages
 
 
@@ -58,7 +63,7 @@ def test_a_key_that_names_nothing_is_refused_with_the_stages_listed(key, fix):
     data = _search_pipeline()
     data["search"]["space"] = {key: [True, False] if "." not in key else ["a", "b"]}
     with pytest.raises(ConfigError, match=fix):
-        axes(parse_pipeline(data))
+        _axes(parse_pipeline(data))
 
 
 ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}   # tests never touch the network
@@ -170,18 +175,17 @@ def test_a_targets_threads_and_engines_can_be_searched():
     data = _search_pipeline()
     data["search"]["space"] = {"targets.host-cpu.threads": [1, 2]}
     pipeline = parse_pipeline(data)
-    space = axes(pipeline)
+    space = _axes(pipeline)
     made = [variant(pipeline, space, p, name="t")[0] for p in combinations(space)]
     assert [m.targets[0].threads for m in made] == [1, 2]
     assert variant_key(made[0]) != variant_key(made[1])
-    from compress.runner.checks import resolve_targets
-    assert resolve_targets(made[0])[0][0][1].runtime.threads == 1
+    assert resolve_targets(made[0]).pairs[0][1].runtime.threads == 1
     data["search"]["space"] = {"targets.host-cpu.threads": [0, 2]}
     with pytest.raises(ConfigError, match="search.space.targets.host-cpu.threads: 0"):
-        axes(parse_pipeline(data))
+        _axes(parse_pipeline(data))
     data["search"]["space"] = {"targets.rpi9.threads": [1]}
     with pytest.raises(ConfigError, match="no target is named 'rpi9'; targets: host-cpu"):
-        axes(parse_pipeline(data))
+        _axes(parse_pipeline(data))
 
 
 @pytest.mark.runs
