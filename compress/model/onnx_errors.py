@@ -10,6 +10,7 @@ from pathlib import Path
 from compress.errors import ModelError
 from compress.core.lazy import require
 from compress.model.onnx_compat import DEFAULT_DOMAINS, external_problem, first_opset, parse_header
+from runtimes.onnx_session import session_options
 
 
 def check_runs(path, feeds: list[dict], what: str) -> None:
@@ -21,7 +22,7 @@ def check_runs(path, feeds: list[dict], what: str) -> None:
     path = Path(path)
     if not path.is_file():
         raise ModelError(f"{what}: {path} does not exist")
-    options = ort.SessionOptions()
+    options = session_options()
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 4  # its own error log would repeat what the ModelError says
     phase = "load"

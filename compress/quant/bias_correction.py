@@ -25,7 +25,8 @@ CORRECTABLE = ("Conv", "Gemm")
 def _session(model, threads: int):
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
+    from runtimes.onnx_session import session_options
+    options = session_options()   # INT8 layers as the file says on every CPU
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     options.intra_op_num_threads = threads
     options.log_severity_level = 3

@@ -40,7 +40,8 @@ def session(model, threads: int | None = None, unoptimized: bool = False):
     other scales, so other quantized bytes than quantize_static's own calibration."""
     import onnxruntime as ort
 
-    options = ort.SessionOptions()
+    from runtimes.onnx_session import session_options
+    options = session_options()   # INT8 layers as the file says on every CPU
     options.log_severity_level = 3
     if unoptimized:
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL

@@ -77,7 +77,8 @@ def quantize_by_hand(fp32: Path, feeds: list[dict], target: Path) -> dict:
 
 def outputs_of(path: Path, feeds: list[dict]) -> list[list[np.ndarray]]:
     import onnxruntime as ort
-    options = ort.SessionOptions()
+    from runtimes.onnx_session import session_options
+    options = session_options()   # INT8 run as the file says on every CPU
     options.log_severity_level = 3  # ddddocr's recognizer warns on every call
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
     names = [i.name for i in session.get_inputs()]

@@ -38,8 +38,9 @@ def load(module) -> tuple:
 
 def session(path: str):
     import onnxruntime as ort
+    from runtimes.onnx_session import session_options
 
-    options = ort.SessionOptions()
+    options = session_options()
     options.log_severity_level = 3  # ddddocr's recognizer declares a wrong output shape
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 

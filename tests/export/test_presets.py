@@ -17,6 +17,7 @@ from compress.runner.targets import apply_target_defaults
 from export import presets
 from profiles import load_profile
 from profiles.schema import Profile
+from runtimes.onnx_session import session_options
 from tests.conftest import fill_project, pipeline_dict, run_cli, write_pipeline
 
 SAMPLES = 64  # calibration samples: enough for the digits CNN, fast
@@ -244,7 +245,7 @@ def test_every_onnx_preset_model_still_classifies_like_fp32(produced):
     for name, artifact in artifacts.items():
         if artifact.format != "onnx":
             continue
-        session = ort.InferenceSession(str(result.run_dir / artifact.path),
+        session = ort.InferenceSession(str(result.run_dir / artifact.path), session_options(),
                                        providers=["CPUExecutionProvider"])
         answers[name] = [int(session.run(None, {"image": x[None]})[0].argmax()) for x in images]
     for name, answer in answers.items():

@@ -16,6 +16,7 @@ from compress.model import onnx_compat
 from compress.errors import ModelError
 from compress.model.onnx_compat import load_onnx, needed_opset, opset_of, save_onnx, upgrade_opset
 from compress.model.onnx_errors import check_runs
+from runtimes.onnx_session import session_options
 
 ort = pytest.importorskip("onnxruntime")
 quantization = pytest.importorskip("onnxruntime.quantization")
@@ -76,7 +77,8 @@ def _quantize(source: Path, target: Path, feeds, per_channel=True, activations="
 
 
 def _run(path, feed):
-    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, feed)
+    return ort.InferenceSession(str(path), session_options(),
+                                providers=["CPUExecutionProvider"]).run(None, feed)
 
 
 def _close(quantized, floating, feed, share=0.05):
