@@ -10,9 +10,9 @@ import sys
 import pytest
 
 from compress.core.artifacts import sha256_file
-from tests.conftest import pipeline_dict, write_pipeline
+from tests.conftest import FAST_INT8, pipeline_dict, write_pipeline
 
-STAGES = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static"},
+STAGES = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
           {"type": "export.tflite", "input": "source", "mode": "fp16"},
           {"type": "benchmark", "warmup": 2, "runs": 30, "rounds": 2}]
 
