@@ -111,6 +111,22 @@ def project(tmp_path, digits_checkpoint) -> Path:
     return fill_project(tmp_path, digits_checkpoint)
 
 
+@pytest.fixture(scope="session")
+def quickstart_run(tmp_path_factory, digits_checkpoint):
+    """The quickstart pipeline run once for the tests that read a finished run (its report,
+    report.html, its verdicts): ONNX, its INT8, the source's TFLite in the mode rpi4's
+    profile asks for (full int8), all measured on host-cpu and rpi4. (folder, pipeline
+    path, compress.run's result). The `runs` tests that run it again (tests/compress/runner/
+    test_pipeline.py) leave it as a run leaves it: every file whole, the reports rewritten."""
+    import compress
+    folder = fill_project(tmp_path_factory.mktemp("quickstart-run"), digits_checkpoint)
+    stages = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
+              {"type": "export.tflite", "input": "source", **FAST_TFLITE_INT8},  # mode: rpi4's
+              {"type": "benchmark", "warmup": 2, "runs": 20, "rounds": 1}]
+    path = write_pipeline(folder, pipeline_dict(targets=["host-cpu", "rpi4"], stages=stages))
+    return folder, path, compress.run(path)
+
+
 def pipeline_dict(**overrides) -> dict:
     data = copy.deepcopy(BASE_PIPELINE)
     data.update(overrides)
