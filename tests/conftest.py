@@ -3,6 +3,7 @@ to write pipeline files around it. Nothing here touches the network."""
 from __future__ import annotations
 
 import copy
+import os
 import shutil
 import subprocess
 import sys
@@ -62,6 +63,23 @@ def forget_user_modules():
             del sys.modules[name]
 
 
+def one_torch_thread() -> None:
+    """torch on one thread, where it is loaded. The models here are tiny (the digits CNN
+    has ~25k weights): a second thread gains next to nothing on them, and on a machine
+    whose cores are busy the two wait on each other, several times slower (an epoch of the
+    digits CNN on a shared 2-core machine: 0.4 s on one thread, 2.4-3 s on two)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread():
+    # torch is loaded at collection by the test files that import it at the top; the
+    # session fixtures that train or export load it themselves and call one_torch_thread
+    one_torch_thread()
+
+
 @pytest.fixture(scope="session")
 def digits_checkpoint(tmp_path_factory) -> Path:
     """The quickstart CNN, trained for real on the digits training split (~10 s)."""
@@ -71,7 +89,7 @@ def digits_checkpoint(tmp_path_factory) -> Path:
     try:
         import torch
         from train import fit
-        torch.set_num_threads(2)
+        one_torch_thread()
         model = fit(epochs=8, seed=0)
     finally:
         sys.path.remove(str(QUICKSTART))
@@ -139,10 +157,17 @@ def write_pipeline(folder: Path, data: dict, name: str = "pipeline.yaml") -> Pat
     return path
 
 
+def child_env() -> dict:
+    """This process's environment (as a test has set it) with one_torch_thread's setting for
+    a child: torch and numpy's BLAS read OMP_NUM_THREADS when they load. The runtimes
+    measure with the threads they are given (the profile's runtime.threads)."""
+    return {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
 def run_cli(*args, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """`python -m compress ...` in a subprocess, as a user would run it."""
     return subprocess.run([sys.executable, "-m", "compress", *map(str, args)], cwd=cwd,
-                           capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, env=child_env())
 
 
 def assert_only_finished_stages(runs: Path, kept: list[str]) -> None:
