@@ -3,6 +3,7 @@ to write pipeline files around it. Nothing here touches the network."""
 from __future__ import annotations
 
 import copy
+import os
 import shutil
 import subprocess
 import sys
@@ -14,7 +15,19 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 QUICKSTART = REPO / "examples" / "quickstart"
 
-# The quickstart pipeline, made quick: few timed runs, one target.
+# A pipeline that is not about the INT8 model's quality quantizes without int8-static's
+# refinements (the fast bias correction, GPTQ weight rounding, the check that keeps the
+# better of them, hard-swish equalization): quantize_static's own ranges and rounding, in
+# a fraction of the stage's time. tests/compress/quant/ holds the refinements to their
+# quality.
+FAST_INT8 = {"bias_correction": False, "weight_rounding": "nearest",
+             "equalize_hard_swish": False}
+# export.tflite mode int8 likewise: one range estimator, neither rounding nor correction
+FAST_TFLITE_INT8 = {"bias_correction": False, "weight_rounding": "nearest",
+                    "activation_ranges": "minmax"}
+
+# The quickstart pipeline, made quick: few timed runs in one round, one target, the fast
+# INT8 setting.
 BASE_PIPELINE = {
     "name": "t",
     "model": {"torch": {"factory": "model:build", "checkpoint": "digits_cnn.pt"},
@@ -22,8 +35,8 @@ BASE_PIPELINE = {
     "data": {"calibration": "data:calibration", "evaluation": "data:evaluation",
              "metric": {"type": "accuracy"}},
     "stages": [{"type": "export.onnx"},
-               {"type": "quantize", "scheme": "int8-static"},
-               {"type": "benchmark", "warmup": 2, "runs": 20}],
+               {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
+               {"type": "benchmark", "warmup": 2, "runs": 20, "rounds": 1}],
     "targets": ["host-cpu"],
     "output": "runs",
 }
@@ -50,6 +63,23 @@ def forget_user_modules():
             del sys.modules[name]
 
 
+def one_torch_thread() -> None:
+    """torch on one thread, where it is loaded. The models here are tiny (the digits CNN
+    has ~25k weights): a second thread gains next to nothing on them, and on a machine
+    whose cores are busy the two wait on each other, several times slower (an epoch of the
+    digits CNN on a shared 2-core machine: 0.4 s on one thread, 2.4-3 s on two)."""
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _one_torch_thread():
+    # torch is loaded at collection by the test files that import it at the top; the
+    # session fixtures that train or export load it themselves and call one_torch_thread
+    one_torch_thread()
+
+
 @pytest.fixture(scope="session")
 def digits_checkpoint(tmp_path_factory) -> Path:
     """The quickstart CNN, trained for real on the digits training split (~10 s)."""
@@ -59,7 +89,7 @@ def digits_checkpoint(tmp_path_factory) -> Path:
     try:
         import torch
         from train import fit
-        torch.set_num_threads(2)
+        one_torch_thread()
         model = fit(epochs=8, seed=0)
     finally:
         sys.path.remove(str(QUICKSTART))
@@ -99,6 +129,22 @@ def project(tmp_path, digits_checkpoint) -> Path:
     return fill_project(tmp_path, digits_checkpoint)
 
 
+@pytest.fixture(scope="session")
+def quickstart_run(tmp_path_factory, digits_checkpoint):
+    """The quickstart pipeline run once for the tests that read a finished run (its report,
+    report.html, its verdicts): ONNX, its INT8, the source's TFLite in the mode rpi4's
+    profile asks for (full int8), all measured on host-cpu and rpi4. (folder, pipeline
+    path, compress.run's result). The `runs` tests that run it again (tests/compress/runner/
+    test_pipeline.py) leave it as a run leaves it: every file whole, the reports rewritten."""
+    import compress
+    folder = fill_project(tmp_path_factory.mktemp("quickstart-run"), digits_checkpoint)
+    stages = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
+              {"type": "export.tflite", "input": "source", **FAST_TFLITE_INT8},  # mode: rpi4's
+              {"type": "benchmark", "warmup": 2, "runs": 20, "rounds": 1}]
+    path = write_pipeline(folder, pipeline_dict(targets=["host-cpu", "rpi4"], stages=stages))
+    return folder, path, compress.run(path)
+
+
 def pipeline_dict(**overrides) -> dict:
     data = copy.deepcopy(BASE_PIPELINE)
     data.update(overrides)
@@ -111,10 +157,17 @@ def write_pipeline(folder: Path, data: dict, name: str = "pipeline.yaml") -> Pat
     return path
 
 
+def child_env() -> dict:
+    """This process's environment (as a test has set it) with one_torch_thread's setting for
+    a child: torch and numpy's BLAS read OMP_NUM_THREADS when they load. The runtimes
+    measure with the threads they are given (the profile's runtime.threads)."""
+    return {**os.environ, "OMP_NUM_THREADS": "1"}
+
+
 def run_cli(*args, cwd: Path | None = None) -> subprocess.CompletedProcess:
     """`python -m compress ...` in a subprocess, as a user would run it."""
     return subprocess.run([sys.executable, "-m", "compress", *map(str, args)], cwd=cwd,
-                           capture_output=True, text=True, timeout=600)
+                          capture_output=True, text=True, timeout=600, env=child_env())
 
 
 def assert_only_finished_stages(runs: Path, kept: list[str]) -> None:

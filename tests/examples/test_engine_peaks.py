@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import pipeline_dict, write_pipeline
+from tests.conftest import FAST_INT8, pipeline_dict, write_pipeline
 
 pytest.importorskip("openvino")
 ENGINES = Path(__file__).resolve().parents[2] / "examples" / "engines"
@@ -31,7 +31,7 @@ def test_every_gemm_is_right_before_it_is_timed_and_the_peaks_are_named(tmp_path
 
 def test_the_headline_quotes_each_measurement_against_the_peaks(tmp_path, project):
     import compress
-    stages = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static"},
+    stages = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
               {"type": "benchmark", "warmup": 1, "runs": 5, "rounds": 1}]
     result = compress.run(write_pipeline(project, pipeline_dict(stages=stages)), quiet=True)
     peaks = {"size": 8, "peak": {"int8": {"gmac_s": 100.0, "engine": "x"},

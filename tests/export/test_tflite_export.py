@@ -5,7 +5,8 @@ import pytest
 import compress
 from compress.config.pipeline import parse_pipeline
 from compress.errors import ConfigError
-from tests.conftest import assert_only_finished_stages, pipeline_dict, run_cli, write_pipeline
+from tests.conftest import (FAST_TFLITE_INT8, assert_only_finished_stages, pipeline_dict,
+                            run_cli, write_pipeline)
 
 pytest.importorskip("litert_torch", reason="litert-torch is not installed")
 
@@ -19,8 +20,10 @@ def exported(tmp_path_factory, digits_checkpoint):
               {"type": "export.tflite", "name": "dyn", "input": "source", "mode": "dynamic-int8"},
               {"type": "export.tflite", "name": "int8", "input": "source", "mode": "int8",
                "samples": 128},
+              # the layout is its subject: the fast int8 setting (the "int8" one has the
+              # refinements, their check is tested on it)
               {"type": "export.tflite", "name": "nhwc", "input": "source", "mode": "int8",
-               "channels_last": True, "samples": 128},
+               "channels_last": True, "samples": 128, **FAST_TFLITE_INT8},
               {"type": "benchmark", "warmup": 2, "runs": 6, "rounds": 1}]
     return compress.run(write_pipeline(folder, pipeline_dict(stages=stages)))
 

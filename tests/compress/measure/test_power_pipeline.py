@@ -6,9 +6,9 @@ import json
 import stat
 import sys
 
-from tests.conftest import pipeline_dict, run_cli, write_pipeline
+from tests.conftest import FAST_INT8, pipeline_dict, run_cli, write_pipeline
 
-STAGES = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static"},
+STAGES = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
           # windows of ~0.75 s: at a sample every 100 ms, the first one of a window (which
           # also counts the moment before it) weighs little
           {"type": "benchmark", "warmup": 2, "runs": 200, "min_seconds": 1.5, "rounds": 2}]

@@ -20,7 +20,7 @@ import pytest
 pytestmark = pytest.mark.remote
 
 from compress.report.mdtext import md
-from tests.conftest import pipeline_dict, run_cli, write_pipeline
+from tests.conftest import FAST_INT8, pipeline_dict, run_cli, write_pipeline
 from tests.sshd_server import free_port, known_hosts_line, make_keypair, start_sshd
 
 
@@ -50,7 +50,8 @@ def remote_target(server, workdir, **overrides) -> dict:
 
 
 def run_remote(project, target: dict, stages=None):
-    stages = stages or [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static"},
+    stages = stages or [{"type": "export.onnx"},
+                        {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
                         {"type": "benchmark", "warmup": 2, "runs": 12, "rounds": 2}]
     path = write_pipeline(project, pipeline_dict(targets=[target], stages=stages))
     return run_cli("run", path, cwd=project)

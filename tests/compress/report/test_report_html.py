@@ -14,11 +14,9 @@ from pathlib import Path
 import onnx
 import pytest
 
-import compress
 from compress.quant.accuracy_aware import search
 from compress.report.build import write_reports
 from compress.report.html import render_html
-from tests.conftest import fill_project, pipeline_dict, write_pipeline
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 HOSTILE = "<img src=x onerror=alert(1)>|*_"
@@ -41,15 +39,9 @@ window.addEventListener("load", function () { setTimeout(function () {
 
 
 @pytest.fixture(scope="module")
-def run_dir(tmp_path_factory, digits_checkpoint) -> Path:
-    """The quickstart pipeline (ONNX int8, TFLite int8; host-cpu and rpi4), few runs."""
-    folder = fill_project(tmp_path_factory.mktemp("report-html"), digits_checkpoint)
-    stages = [{"type": "export.onnx"},
-              {"type": "quantize", "scheme": "int8-static", "calibration": "minmax"},
-              {"type": "export.tflite", "input": "source"},
-              {"type": "benchmark", "warmup": 2, "runs": 20, "rounds": 1}]
-    data = pipeline_dict(name="html", stages=stages, targets=["host-cpu", "rpi4"])
-    return compress.run(write_pipeline(folder, data)).run_dir
+def run_dir(quickstart_run) -> Path:
+    """The quickstart pipeline's run (ONNX int8, TFLite int8; host-cpu and rpi4), few runs."""
+    return quickstart_run[2].run_dir
 
 
 @pytest.fixture(scope="module")

@@ -10,16 +10,17 @@ import sys
 import pytest
 
 from compress.core.artifacts import sha256_file
-from tests.conftest import pipeline_dict, write_pipeline
+from tests.conftest import FAST_INT8, child_env, pipeline_dict, write_pipeline
 
-STAGES = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static"},
+STAGES = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
           {"type": "export.tflite", "input": "source", "mode": "fp16"},
           {"type": "benchmark", "warmup": 2, "runs": 30, "rounds": 2}]
 
 
 def _start(path, cwd):
     return subprocess.Popen([sys.executable, "-m", "compress", "run", str(path)], cwd=cwd,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=child_env())
 
 
 # three whole pipelines in subprocesses (~40 s on 2 cores): in `make test-runs`
@@ -43,7 +44,7 @@ def test_two_concurrent_runs_into_one_folder(project):
     alone = write_pipeline(project, pipeline_dict(stages=STAGES, targets=["host-cpu"],
                                                   name="alone"), name="alone.yaml")
     assert subprocess.run([sys.executable, "-m", "compress", "run", str(alone), "--quiet"],
-                          cwd=project, capture_output=True).returncode == 0
+                          cwd=project, capture_output=True, env=child_env()).returncode == 0
     single = json.loads((project / "runs" / "alone" / "report.json").read_text())
     assert [a["sha256"] for a in single["artifacts"]] == \
         [a["sha256"] for a in report["artifacts"]]

@@ -5,19 +5,14 @@ import pytest
 
 import compress
 from compress.core.artifacts import sha256_file
-from tests.conftest import fill_project, pipeline_dict, run_cli, write_pipeline
+from tests.conftest import pipeline_dict, run_cli, write_pipeline
 
 REPORT_KEYS = {"pipeline", "manifest", "artifacts", "benchmarks", "verdicts", "passed"}
 
 
 @pytest.fixture(scope="module")
-def finished(tmp_path_factory, digits_checkpoint):
-    folder = fill_project(tmp_path_factory.mktemp("e2e"), digits_checkpoint)
-    stages = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static"},
-              {"type": "export.tflite", "input": "source"},  # mode: from rpi4's profile
-              {"type": "benchmark", "warmup": 2, "runs": 20}]
-    path = write_pipeline(folder, pipeline_dict(targets=["host-cpu", "rpi4"], stages=stages))
-    return folder, path, compress.run(path)
+def finished(quickstart_run):
+    return quickstart_run
 
 
 def test_report_has_every_section(finished):

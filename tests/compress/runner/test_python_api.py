@@ -12,7 +12,7 @@ import torch
 
 import compress
 from compress.errors import ConfigError, DataError
-from tests.conftest import QUICKSTART
+from tests.conftest import FAST_INT8, QUICKSTART
 
 INPUTS = [{"name": "image", "shape": [1, 1, 8, 8], "dtype": "float32"}]
 FAST = {"type": "benchmark", "warmup": 1, "runs": 5, "rounds": 1}
@@ -59,7 +59,8 @@ def test_a_module_arrays_a_generator_and_a_metric_function(tmp_path, trained, di
             model={"torch": net, "inputs": INPUTS},
             data={"calibration": calibration, "evaluation": data_feeds,
                   "metric": {"type": "custom", "function": agreement}},
-            stages=[{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static"}, FAST])
+            stages=[{"type": "export.onnx"},
+                    {"type": "quantize", "scheme": "int8-static", **FAST_INT8}, FAST])
     result = compress.run(build(trained, feeds()))
     int8 = next(b for b in result.benchmarks if b["artifact"] == "02-quantize")
     assert int8["metric"]["name"] == "custom" and int8["metric"]["value"] > 0.9
@@ -110,7 +111,7 @@ def test_an_onnx_model_proto_with_its_inputs_read_from_the_graph(tmp_path, train
         name="proto", output=str(tmp_path / "runs"), targets=["host-cpu"],
         model={"onnx": proto},            # no inputs: read from the graph
         data={"calibration": calibration, "evaluation": evaluation},
-        stages=[{"type": "quantize", "scheme": "int8-static"}, FAST]))
+        stages=[{"type": "quantize", "scheme": "int8-static", **FAST_INT8}, FAST]))
     assert {b["artifact"] for b in result.benchmarks} == {"00-source", "01-quantize"}
     assert all(b["metric"]["value"] > 0.9 for b in result.benchmarks)
 

@@ -14,7 +14,7 @@ from compress.config.pipeline import parse_pipeline
 from compress.errors import ConfigError
 from compress.search.space import axes, combinations, variant, variant_key
 from compress.runner.targets import resolve_targets
-from tests.conftest import pipeline_dict, write_pipeline
+from tests.conftest import child_env, pipeline_dict, write_pipeline
 
 SPACE = {"quantize.scheme": ["int8-static", "fp16"],
          "quantize.calibration": ["minmax", "percentile"]}
@@ -66,7 +66,7 @@ def test_a_key_that_names_nothing_is_refused_with_the_stages_listed(key, fix):
         _axes(parse_pipeline(data))
 
 
-ENV = {**os.environ, "MLFLOW_DISABLE_TELEMETRY": "true"}   # tests never touch the network
+ENV = {**child_env(), "MLFLOW_DISABLE_TELEMETRY": "true"}   # tests never touch the network
 
 
 def _start(path, cwd):

@@ -10,7 +10,7 @@ import pytest
 
 import compress
 from compress.core.artifacts import artifact_files
-from tests.conftest import QUICKSTART, pipeline_dict, run_cli, write_pipeline
+from tests.conftest import FAST_INT8, QUICKSTART, pipeline_dict, run_cli, write_pipeline
 
 pytest.importorskip("openvino")
 
@@ -30,7 +30,8 @@ def test_ir_variants_are_exported_checked_and_measured_on_openvino(tmp_path, qui
         model={"onnx": str(quickstart_onnx)}, data=_digits(),
         stages=[{"type": "export.openvino", "name": "ir-fp16", "input": "source",
                  "weights": "fp16", "inference_precision": "bf16"},
-                {"type": "quantize", "scheme": "int8-static", "name": "int8", "input": "source"},
+                {"type": "quantize", "scheme": "int8-static", "name": "int8", "input": "source",
+                 **FAST_INT8},
                 {"type": "export.openvino", "name": "ir-int8"}, FAST]), quiet=True)
     made = {a.id: a for a in result.artifacts}
     fp16, int8 = made["ir-fp16"], made["ir-int8"]
@@ -67,7 +68,7 @@ def test_a_profile_with_engines_auto_measures_each_file_with_the_engine_its_prob
     result = compress.run(compress.pipeline(
         name="auto", output=str(tmp_path / "runs"), targets=[str(board)],
         model={"onnx": str(quickstart_onnx)}, data=_digits(),
-        stages=[{"type": "quantize", "scheme": "int8-static"}, {**FAST, "rounds": 2}]),
+        stages=[{"type": "quantize", "scheme": "int8-static", **FAST_INT8}, {**FAST, "rounds": 2}]),
         quiet=True)
     base, int8 = result.benchmarks
     # the baseline on onnxruntime, not a probe's choice: the reference is the same everywhere

@@ -6,7 +6,7 @@ import onnx
 import pytest
 
 import compress
-from tests.conftest import pipeline_dict, write_pipeline
+from tests.conftest import FAST_INT8, pipeline_dict, write_pipeline
 
 
 def _ops(path) -> Counter:
@@ -17,8 +17,8 @@ def test_calibration_methods_each_give_a_working_int8_model(project):
     stages = [{"type": "export.onnx", "name": "fp32"}]
     for method in ("minmax", "entropy", "percentile"):
         stages.append({"type": "quantize", "scheme": "int8-static", "calibration": method,
-                       "name": method, "input": "fp32", "samples": 64})
-    stages.append({"type": "benchmark", "warmup": 1, "runs": 5})
+                       "name": method, "input": "fp32", "samples": 64, **FAST_INT8})
+    stages.append({"type": "benchmark", "warmup": 1, "runs": 5, "rounds": 1})
     result = compress.run(write_pipeline(project, pipeline_dict(stages=stages)))
     int8 = {a.id: a for a in result.artifacts if a.precision == "int8"}
     assert len({a.sha256 for a in int8.values()}) == 3  # the methods chose different ranges
@@ -58,7 +58,7 @@ def test_dynamic_int8_on_an_onnx_matmul_model_with_fidelity(project, mlp_onnx):
         model={"onnx": "mlp.onnx", "inputs": [{"name": "pixels", "shape": [1, 64]}]},
         data={"evaluation": "eval.npz"},
         stages=[{"type": "quantize", "scheme": "int8-dynamic"},
-                {"type": "benchmark", "warmup": 1, "runs": 5}])
+                {"type": "benchmark", "warmup": 1, "runs": 5, "rounds": 1}])
     result = compress.run(write_pipeline(project, data))
     quantized = result.artifacts[-1]
     assert _ops(result.run_dir / quantized.path)["MatMulInteger"] >= 1
@@ -75,7 +75,7 @@ def test_int4_weight_only_on_a_matmul_model(project, mlp_onnx):
     stages = [{"type": "quantize", "scheme": "int4-weight-only", "name": "rtn"},
               {"type": "quantize", "scheme": "int4-weight-only", "name": "hqq",
                "algorithm": "hqq", "input": "source"},
-              {"type": "benchmark", "warmup": 1, "runs": 5}]
+              {"type": "benchmark", "warmup": 1, "runs": 5, "rounds": 1}]
     data = pipeline_dict(model={"onnx": "mlp.onnx", "inputs": [{"name": "pixels", "shape": [1, 64]}]},
                          data={"evaluation": "eval.npz"}, stages=stages)
     result = compress.run(write_pipeline(project, data))
@@ -95,7 +95,8 @@ def test_int4_weight_only_on_a_matmul_model(project, mlp_onnx):
 
 
 def test_fp16_keeps_float32_inputs_and_outputs(project, mlp_onnx):
-    stages = [{"type": "quantize", "scheme": "fp16"}, {"type": "benchmark", "warmup": 1, "runs": 5}]
+    stages = [{"type": "quantize", "scheme": "fp16"},
+              {"type": "benchmark", "warmup": 1, "runs": 5, "rounds": 1}]
     data = pipeline_dict(model={"onnx": "mlp.onnx", "inputs": [{"name": "pixels", "shape": [1, 64]}]},
                          data={"evaluation": "eval.npz"}, stages=stages)
     result = compress.run(write_pipeline(project, data))
@@ -113,7 +114,8 @@ def test_accuracy_aware_search_keeps_the_best_model_and_reports_it(project):
     # max_drop 0 on cosine cannot be met while anything is quantized: the search must
     # measure every layer, try keeping them in float, and keep the best model anyway.
     stages = [{"type": "export.onnx"},
-              {"type": "quantize", "scheme": "int8-static", "samples": 64, "max_drop": 0.0}]
+              {"type": "quantize", "scheme": "int8-static", "samples": 64, "max_drop": 0.0,
+               **FAST_INT8}]
     data = pipeline_dict(stages=stages, targets=[],
                          data={"calibration": "data:calibration", "evaluation": "data:evaluation",
                                "metric": {"type": "fidelity", "primary": "cosine"}})
