@@ -207,10 +207,10 @@ class _Sums:
 
 def float_pass(float_bytes: bytes, files: dict[str, list[_Plan]], feeds: list[dict],
                threads: int, advance: Callable[[int], None], hessians: dict) -> tuple:
-    """Each file's layers' _Sums over the feeds (`files`: the plans of each), their inputs given to the Hessians (by
-    float weight tensor), and the float weights (by tensor). One run of the float model
-    serves every file: a tap sum two files' layers share (the same input, or the same
-    input on the same grid) is taken once."""
+    """Each file's layers' _Sums over the feeds (`files`: each file's plans), their inputs
+    given to the Hessians (by float weight tensor), and the float weights (by tensor). One
+    run of the float model serves every file: a tap sum two files' layers share (the same
+    input, or the same input on the same grid) is taken once."""
     from compress.quant.tflite_rounding import as_rows_input
     model = interpreter(float_bytes, threads)
     sums = {name: [_Sums() for _ in layer_plans] for name, layer_plans in files.items()}
