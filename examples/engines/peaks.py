@@ -32,6 +32,8 @@ import onnxruntime as ort
 import openvino as ov
 from onnx import TensorProto, helper, numpy_helper
 
+from runtimes.onnx_session import session_options
+
 X_SCALE, X_ZP = 2 / 255, 128  # uint8 activation covering [-1, 1]
 W_SCALE = 1 / 127             # symmetric int8 weight covering [-1, 1]
 FLOAT = TensorProto.FLOAT
@@ -88,7 +90,7 @@ def matmul_integer(wq: np.ndarray) -> bytes:
 def ort_engine(model: bytes, feed: np.ndarray, threads: int, tmp: Path, tag: str):
     """(run, kernel): the session as runtimes.onnx_session builds it; the kernel is the
     node chain of the graph onnxruntime actually runs, after its fusions."""
-    options = ort.SessionOptions()
+    options = session_options()  # INT8 computed as the file says, VNNI or not
     options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
     options.log_severity_level = 3  # the "optimized model is hardware specific" warning
     options.add_session_config_entry("session.intra_op.allow_spinning", "1")

@@ -14,6 +14,16 @@ pytest.importorskip("openvino")
 ENGINES = Path(__file__).resolve().parents[2] / "examples" / "engines"
 
 
+def _exact_u8s8() -> bool:
+    """OpenVINO's u8 x s8 GEMM is exact on VNNI and Arm; on x86-64 without VNNI its
+    VPMADDUBSW saturates int16 pairs, and the row must then say so rather than be timed
+    (onnxruntime's rows are exact everywhere: the session asks for it)."""
+    from runtimes.hostinfo import describe_host
+    host = describe_host()
+    return not host["arch"].startswith("x86") or bool(
+        {"avx512_vnni", "avx_vnni", "amx_int8"} & set(host["cpu_flags"] or ()))
+
+
 def test_every_gemm_is_right_before_it_is_timed_and_the_peaks_are_named(tmp_path):
     out = tmp_path / "peaks.json"
     done = subprocess.run([sys.executable, str(ENGINES / "peaks.py"), "--size", "96",
@@ -21,10 +31,13 @@ def test_every_gemm_is_right_before_it_is_timed_and_the_peaks_are_named(tmp_path
                           capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     record = json.loads(out.read_text())
-    assert all("error" not in row and row["gmac_s"] > 0 for row in record["rows"]), record
+    for row in record["rows"]:
+        assert ("error" in row) == ("gmac_s" not in row), row   # a wrong output is not timed
+        if row["engine"] != "openvino" or row["precision"] != "int8" or _exact_u8s8():
+            assert "error" not in row and row["gmac_s"] > 0, row
     assert {row["engine"] for row in record["rows"]} >= {"onnxruntime", "openvino"}
     for precision in ("fp32", "int8"):
-        best = max(r["gmac_s"] for r in record["rows"] if r["precision"] == precision)
+        best = max(r.get("gmac_s", 0) for r in record["rows"] if r["precision"] == precision)
         assert record["peak"][precision]["gmac_s"] == best
     assert "| MatMulInteger |" in done.stdout   # the kernel that ran, read back
 

@@ -13,19 +13,16 @@ import torch
 
 import compress
 from compress.errors import ModelError
+from compress.core.imports import import_callable
 from tests.conftest import pipeline_dict, run_cli, write_pipeline
 
 FAST = {"type": "benchmark", "warmup": 1, "runs": 5, "rounds": 1}
 
 
 def _net(project):
-    import sys
-    sys.path.insert(0, str(project))
-    try:
-        from model import build
-    finally:
-        sys.path.remove(str(project))
-    net = build()
+    # The project's own loader: a plain `from model import build` would get whichever
+    # model.py an earlier test left in sys.modules.
+    net = import_callable("model:build", project, ModelError, "model")()
     net.load_state_dict(torch.load(project / "digits_cnn.pt", weights_only=True))
     return net.eval()
 
