@@ -62,15 +62,25 @@ search-ray: $(STAMP)
 accuracy-aware: $(STAMP) examples/quickstart/digits_cnn.pt
 	$(VENV)/bin/compress run examples/quickstart/accuracy_aware.yaml
 
+# Tests run on every core (pytest-xdist; TEST_WORKERS=1 for one process): no test asserts a
+# timing. torch and numpy's BLAS keep to one thread in each worker (OMP_NUM_THREADS, and
+# tests/conftest.py before every test): two threads in each of two workers on two cores
+# wait on each other, several times slower. A module stays on one worker (loadscope), so
+# a module-scoped pipeline run is made once.
+TEST_WORKERS ?= auto
+# Python caches its compiled modules (the project's own and the rewritten tests), which a
+# machine's PYTHONDONTWRITEBYTECODE would otherwise make every test process and CLI run
+# compile again
+unexport PYTHONDONTWRITEBYTECODE
 test: $(STAMP)
-	$(PY) -m pytest -q -m "not emulated and not remote and not runs" $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope -m "not emulated and not remote and not runs" $(PYTEST_ARGS)
 
 # Searches killed with SIGKILL and resumed, runs kept, rerun, resumed and compared, two runs
 # into one folder at once, searches on a local Ray instance against serial ones, a pipeline
 # per accelerator target: whole pipelines (~7 minutes), kept out of `make test` for its
 # 10 minutes on 2 cores
 test-runs: $(STAMP)
-	$(PY) -m pytest -q -m runs $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope -m runs $(PYTEST_ARGS)
 
 # SSH targets against a loopback sshd (skipped without one): kept out of `make test` so
 # that stays under 10 minutes on 2 cores

@@ -26,6 +26,11 @@ FAST_INT8 = {"bias_correction": False, "weight_rounding": "nearest",
 FAST_TFLITE_INT8 = {"bias_correction": False, "weight_rounding": "nearest",
                     "activation_ranges": "minmax"}
 
+# export.onnx through torch's TorchScript exporter: an equivalent graph of the digits CNN in a
+# fifth of the dynamo exporter's time (1.5 s against 7 s, most of it the exporter's own
+# start). tests/export/ and the shared quickstart run keep the default exporter.
+FAST_EXPORT = {"type": "export.onnx", "exporter": "legacy"}
+
 # The quickstart pipeline, made quick: few timed runs in one round, one target, the fast
 # INT8 setting.
 BASE_PIPELINE = {
@@ -34,7 +39,7 @@ BASE_PIPELINE = {
               "inputs": [{"name": "image", "shape": [1, 1, 8, 8], "dtype": "float32"}]},
     "data": {"calibration": "data:calibration", "evaluation": "data:evaluation",
              "metric": {"type": "accuracy"}},
-    "stages": [{"type": "export.onnx"},
+    "stages": [FAST_EXPORT,
                {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
                {"type": "benchmark", "warmup": 2, "runs": 20, "rounds": 1}],
     "targets": ["host-cpu"],
@@ -73,10 +78,12 @@ def one_torch_thread() -> None:
         torch.set_num_threads(1)
 
 
-@pytest.fixture(scope="session", autouse=True)
-def _one_torch_thread():
-    # torch is loaded at collection by the test files that import it at the top; the
-    # session fixtures that train or export load it themselves and call one_torch_thread
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    # before every test and its fixtures, module-scoped ones included, not once: a library
+    # a test loads may set torch's threads again, and with test workers on every core two
+    # threads wait on each other (the pruning tests, which fine-tune: 87 s instead of 4).
+    # The session fixtures that train or export load torch and call one_torch_thread.
     one_torch_thread()
 
 
@@ -143,6 +150,26 @@ def quickstart_run(tmp_path_factory, digits_checkpoint):
               {"type": "benchmark", "warmup": 2, "runs": 20, "rounds": 1}]
     path = write_pipeline(folder, pipeline_dict(targets=["host-cpu", "rpi4"], stages=stages))
     return folder, path, compress.run(path)
+
+
+# The test modules that read the one quickstart run: one unit of work for pytest-xdist's
+# loadscope, so that the run (~20 s) is made by one worker, not by each.
+QUICKSTART_RUN_READERS = ("tests/compress/runner/test_pipeline.py",
+                          "tests/compress/report/test_report_html.py")
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, absent without it
+def pytest_xdist_make_scheduler(config, log):
+    if config.getoption("dist") != "loadscope":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class Scheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            module = nodeid.split("::", 1)[0]
+            return "quickstart-run" if module in QUICKSTART_RUN_READERS else \
+                super()._split_scope(nodeid)
+    return Scheduling(config, log)
 
 
 def pipeline_dict(**overrides) -> dict:

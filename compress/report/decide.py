@@ -1,5 +1,5 @@
 """Decide what to ship: per target, the fastest variant meeting every budget, the Pareto
-front, and, when nothing fits, the closest miss. Pure: no I/O (compress.feeding reads the
+front, and, when nothing fits, the closest miss. Pure: no I/O (recommend.feeding reads the
 files' input details; compress.report.recommend puts the two together for a report).
 
 The rules, in order:

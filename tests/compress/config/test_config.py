@@ -5,7 +5,8 @@ import pytest
 from compress.config.pipeline import Pipeline, load_pipeline, parse_pipeline
 from compress.errors import ConfigError
 from compress.quant.schemes.int8_static import Int8Static
-from tests.conftest import FAST_INT8, QUICKSTART, pipeline_dict, run_cli
+from compress.stages.export_onnx import ExportOnnx
+from tests.conftest import FAST_EXPORT, FAST_INT8, QUICKSTART, pipeline_dict, run_cli
 
 
 def test_quickstart_pipeline_is_valid():
@@ -19,7 +20,7 @@ def test_quickstart_pipeline_is_valid():
 def test_python_objects_are_the_yaml_objects():
     from_yaml = parse_pipeline(pipeline_dict())
     built = Pipeline(**{**pipeline_dict(), "stages": [
-        {"type": "export.onnx"}, Int8Static(**FAST_INT8),
+        ExportOnnx(**FAST_EXPORT), Int8Static(**FAST_INT8),
         {"type": "benchmark", "warmup": 2, "runs": 20, "rounds": 1}]})
     assert built.model_dump() == from_yaml.model_dump()
 

@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from tests.conftest import FAST_INT8, pipeline_dict, run_cli, write_pipeline
+from tests.conftest import FAST_EXPORT, FAST_INT8, pipeline_dict, run_cli, write_pipeline
 
-STAGES = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
+STAGES = [FAST_EXPORT, {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
           {"type": "benchmark", "warmup": 1, "runs": 5, "rounds": 1}]
 
 

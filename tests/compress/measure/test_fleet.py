@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.conftest import FAST_INT8, child_env, pipeline_dict, write_pipeline
+from tests.conftest import FAST_EXPORT, FAST_INT8, child_env, pipeline_dict, write_pipeline
 from tests.sshd_server import pull_the_plug, runner_under, start_fleet
 
 # loopback SSH runs (~1 minute): `make test-remote`
@@ -46,7 +46,7 @@ def _fleet_pipeline(project, boards, stages, hosts_file=False) -> str:
 
 
 def test_a_fleet_splits_the_measurements_and_reports_the_spread(project, boards):
-    stages = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
+    stages = [FAST_EXPORT, {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
               {"type": "benchmark", "warmup": 2, "runs": 20, "rounds": 2}]
     path = _fleet_pipeline(project, boards, stages, hosts_file=True)
     child = subprocess.run([sys.executable, "-m", "compress", "run", str(path)], cwd=project,
@@ -70,7 +70,7 @@ def test_a_fleet_splits_the_measurements_and_reports_the_spread(project, boards)
 
 def test_a_board_that_dies_mid_run_is_named_and_its_work_goes_to_the_other(project, boards):
     (a, b), _ = boards
-    stages = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
+    stages = [FAST_EXPORT, {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
               {"type": "benchmark", "warmup": 2, "runs": 10, "min_seconds": 6, "rounds": 2}]
     path = _fleet_pipeline(project, boards, stages)
     child = subprocess.Popen([sys.executable, "-m", "compress", "run", str(path)], cwd=project,

@@ -3,12 +3,14 @@ samples it, the verdicts on power_w and energy_mj are real pass/fail."""
 from __future__ import annotations
 
 import json
+
+import pytest
 import stat
 import sys
 
-from tests.conftest import FAST_INT8, pipeline_dict, run_cli, write_pipeline
+from tests.conftest import FAST_EXPORT, FAST_INT8, pipeline_dict, run_cli, write_pipeline
 
-STAGES = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
+STAGES = [FAST_EXPORT, {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
           # windows of ~0.75 s: at a sample every 100 ms, the first one of a window (which
           # also counts the moment before it) weighs little
           {"type": "benchmark", "warmup": 2, "runs": 200, "min_seconds": 1.5, "rounds": 2}]
@@ -48,6 +50,9 @@ print(f"{{2.0 + 3.0 * min(share, 1.0):.3f}} W")
 """
 
 
+# the meter reads this process's CPU share, which other work on the machine skews: in
+# `make test-runs`, not beside the parallel workers of `make test`
+@pytest.mark.runs
 def test_an_external_meter_gives_real_power_and_energy_verdicts(project):
     meter = project / "read-watts"
     meter.write_text(FAKE_METER.format(python=sys.executable))
@@ -82,6 +87,7 @@ def test_a_named_meter_that_is_absent_stops_before_any_work(project):
     assert not (project / "runs").exists()
 
 
+@pytest.mark.runs
 def test_an_energy_budget_without_a_meter_is_unmeasured_with_the_reason(project):
     board = _board(project, "{meter: none}")
     path = write_pipeline(project, pipeline_dict(targets=[str(board)], stages=STAGES[:1] + [

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from tests.conftest import FAST_INT8, REPO, pipeline_dict, run_cli, write_pipeline
+from tests.conftest import FAST_EXPORT, FAST_INT8, REPO, pipeline_dict, run_cli, write_pipeline
 
 ENVIRONMENTS = {
     "OpenVINOExecutionProvider": ("openvino", "onnxruntime", "device_type: CPU"),
@@ -43,7 +43,7 @@ def test_a_provider_from_its_own_environment_measures_beside_the_cpu(project, pr
                      f"    - {{name: {provider}, options: {{{option}}}}}\n"
                      "budget: {latency_p90_ms: 1000, accuracy_drop: 0.02}\n")
     targets = ["host-cpu", {"profile": str(board), "python": python}]
-    stages = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
+    stages = [FAST_EXPORT, {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
               {"type": "benchmark", "warmup": 2, "runs": 20, "rounds": 1}]
     path = write_pipeline(project, pipeline_dict(targets=targets, stages=stages))
     child = run_cli("run", path, cwd=project)

@@ -20,7 +20,7 @@ import pytest
 pytestmark = pytest.mark.remote
 
 from compress.report.mdtext import md
-from tests.conftest import FAST_INT8, pipeline_dict, run_cli, write_pipeline
+from tests.conftest import FAST_EXPORT, FAST_INT8, pipeline_dict, run_cli, write_pipeline
 from tests.sshd_server import free_port, known_hosts_line, make_keypair, start_sshd
 
 
@@ -50,7 +50,7 @@ def remote_target(server, workdir, **overrides) -> dict:
 
 
 def run_remote(project, target: dict, stages=None):
-    stages = stages or [{"type": "export.onnx"},
+    stages = stages or [FAST_EXPORT,
                         {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
                         {"type": "benchmark", "warmup": 2, "runs": 12, "rounds": 2}]
     path = write_pipeline(project, pipeline_dict(targets=[target], stages=stages))
@@ -136,7 +136,7 @@ def test_an_unknown_host_key_is_refused_unless_trusted_on_first_use(project, ssh
     known.write_text("")
     child = run_remote(project, remote_target(sshd, workdir, known_hosts=str(known)))
     _assert_clean_failure(child, workdir, "is not in", "accept_new_host_key")
-    stages = [{"type": "export.onnx"}, {"type": "benchmark", "warmup": 1, "runs": 3, "rounds": 1}]
+    stages = [FAST_EXPORT, {"type": "benchmark", "warmup": 1, "runs": 3, "rounds": 1}]
     child = run_remote(project, remote_target(sshd, workdir, known_hosts=str(known),
                                               accept_new_host_key=True), stages)
     assert child.returncode == 0, child.stderr
@@ -161,7 +161,7 @@ def test_a_device_without_python_is_named(project, sshd, workdir):
 
 def test_a_failure_on_the_device_leaves_nothing_behind(project, sshd, workdir):
     # The runner is killed on the device by the benchmark timeout mid-run.
-    stages = [{"type": "export.onnx"},
+    stages = [FAST_EXPORT,
               {"type": "benchmark", "warmup": 1, "runs": 10**9, "rounds": 1,
                "timeout_s": 3}]
     child = run_remote(project, remote_target(sshd, workdir), stages)
@@ -188,7 +188,7 @@ def test_a_full_disk_is_reported_before_copying(project, sshd, tmp_path):
 def test_a_meter_the_device_lacks_is_named_and_nothing_is_left(project, sshd, workdir):
     board = project / "board.yaml"
     board.write_text("name: board\ndevice: {arch: any}\npower: {meter: rapl}\n")
-    stages = [{"type": "export.onnx"}, {"type": "benchmark", "warmup": 1, "runs": 3, "rounds": 1}]
+    stages = [FAST_EXPORT, {"type": "benchmark", "warmup": 1, "runs": 3, "rounds": 1}]
     child = run_remote(project, remote_target(sshd, workdir, profile=str(board)), stages)
     _assert_clean_failure(child, workdir, "target loopback", "meter 'rapl' named",
                           "intel-rapl")
@@ -200,7 +200,7 @@ def test_a_relative_workdir_is_taken_from_the_login_directory(project, sshd, wor
                            f"UserKnownHostsFile={sshd.known_hosts}", "-p", str(sshd.port),
                            f"{sshd.user}@{sshd.host}", "pwd"], capture_output=True, text=True)
     relative = os.path.relpath(workdir, home.stdout.strip())
-    stages = [{"type": "export.onnx"}, {"type": "benchmark", "warmup": 1, "runs": 3, "rounds": 1}]
+    stages = [FAST_EXPORT, {"type": "benchmark", "warmup": 1, "runs": 3, "rounds": 1}]
     child = run_remote(project, remote_target(sshd, relative), stages)
     assert child.returncode == 0, child.stderr
     assert list(workdir.iterdir()) == []
@@ -245,7 +245,7 @@ def _alive(pgid: int) -> bool:
 def test_a_run_killed_during_the_benchmark_is_cleaned_by_the_next(project, sshd, workdir):
     """kill -9 while the device measures: the device keeps the folder and the runner, until
     the next run to that device removes both (once the folder is stale: 1 s here)."""
-    slow = [{"type": "export.onnx"},
+    slow = [FAST_EXPORT,
             {"type": "benchmark", "warmup": 2, "runs": 10**6, "min_seconds": 120, "rounds": 1}]
     path = write_pipeline(project, pipeline_dict(targets=[remote_target(sshd, workdir)],
                                                  stages=slow))
@@ -262,7 +262,7 @@ def test_a_run_killed_during_the_benchmark_is_cleaned_by_the_next(project, sshd,
     assert left and _alive(runners[0])  # what the killed run could not clean up
     time.sleep(1.5)
     env = {**os.environ, "EDGE_COMPRESS_REMOTE_STALE_S": "1"}
-    fast = [{"type": "export.onnx"}, {"type": "benchmark", "warmup": 1, "runs": 4, "rounds": 1}]
+    fast = [FAST_EXPORT, {"type": "benchmark", "warmup": 1, "runs": 4, "rounds": 1}]
     path = write_pipeline(project, pipeline_dict(targets=[remote_target(sshd, workdir)],
                                                  stages=fast, name="next"))
     child = subprocess.run([sys.executable, "-m", "compress", "run", str(path)], cwd=project,

@@ -149,7 +149,7 @@ def test_numpy_works_beside_onnxruntime_on_one_blas_thread(
     """The float pass runs numpy beside onnxruntime's own threads, and so does GPTQ
     beside the default's check: BLAS is held to one thread while they do. GPTQ on its
     own (a correction asked for, no check) keeps BLAS's threads, given back after."""
-    from threadpoolctl import threadpool_info
+    from threadpoolctl import threadpool_info, threadpool_limits
 
     from compress.quant import float_pass, rounding
 
@@ -167,10 +167,12 @@ def test_numpy_works_beside_onnxruntime_on_one_blas_thread(
     recorded(float_pass, "calibrating_pass")
     recorded(float_pass, "layer_pass")
     recorded(rounding, "round_weights")
-    before = blas_threads()
-    if max(before, default=1) < 2:
-        pytest.skip("BLAS runs one thread here already: nothing to tell apart")
-    _int8_static(project, **({"bias_correction": correction} if correction is not None else {}))
-    assert all(n == 1 for n in during["calibrating_pass"] + during["layer_pass"])
-    assert during["round_weights"] == ([1] * len(before) if beside_the_check else before)
-    assert blas_threads() == before
+    # two BLAS threads to tell apart from one, also where the test workers hold BLAS to one
+    with threadpool_limits(2, user_api="blas"):
+        before = blas_threads()
+        if max(before, default=1) < 2:
+            pytest.skip("BLAS runs one thread here already: nothing to tell apart")
+        _int8_static(project, **({"bias_correction": correction} if correction is not None else {}))
+        assert all(n == 1 for n in during["calibrating_pass"] + during["layer_pass"])
+        assert during["round_weights"] == ([1] * len(before) if beside_the_check else before)
+        assert blas_threads() == before

@@ -15,6 +15,7 @@ def _ops(path) -> Counter:
     return Counter(n.op_type for n in onnx.load(str(path)).graph.node)
 
 
+@pytest.mark.runs  # whole pipelines through neural-compressor, ~50 s with the next: `make test-runs`
 def test_int8_static_and_int4_rtn_beside_onnxruntime(project):
     stages = [{"type": "export.onnx", "name": "fp32"},
               {"type": "quantize", "name": "ort", "scheme": "int8-static", "samples": 64},
@@ -39,6 +40,7 @@ def test_int8_static_and_int4_rtn_beside_onnxruntime(project):
         assert bench["metric"]["drop"] <= 0.01, bench["artifact"]
 
 
+@pytest.mark.runs
 def test_autotune_reports_its_trials_and_keeps_its_best_model(project):
     # max_drop 0 on cosine: no INT8 configuration can reach it, every one is tried
     stages = [{"type": "quantize", "backend": "neural-compressor", "scheme": "int8-static",

@@ -19,13 +19,13 @@ from compress.report.build import render_markdown
 from compress.report.notes import (NOISY_MIN_EXCESS_MS, NOISY_P90_RATIO, NOISY_P99_RATIO,
                                    mark_noisy, noisy_reason)
 from profiles import NO_METER, UNMEASURED, check, load_profile
-from tests.conftest import FAST_INT8, fill_project, pipeline_dict, run_cli, write_pipeline
+from tests.conftest import (FAST_EXPORT, FAST_INT8, fill_project, pipeline_dict, run_cli, write_pipeline)
 
 # A board whose energy budget needs a meter (power.required defaults to true), like the
 # Jetson and Pi 5 profiles: gated, it must fail --strict on a machine without one.
 METERED = ("name: metered\ndevice: {arch: any}\nruntime: {engines: [onnxruntime], threads: 1}\n"
            "budget: {latency_p90_ms: 1000, energy_mj: 500}\n")
-STAGES = [{"type": "export.onnx"}, {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
+STAGES = [FAST_EXPORT, {"type": "quantize", "scheme": "int8-static", **FAST_INT8},
           {"type": "benchmark", "warmup": 2, "runs": 20, "rounds": 1}]
 HOSTILE = "a|b*c_d`e[f]<g>&h~i\n# not a heading"
 

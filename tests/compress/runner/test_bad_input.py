@@ -21,10 +21,10 @@ import yaml
 
 from tests.conftest import pipeline_dict, run_cli, write_pipeline
 
-# 54 cases, ~60 CLI runs (most import torch): ~1 min on 2 cores, checkpoint training aside.
-# The rest of the corpus runs in-process: test_bad_input_inprocess.py (the pipeline CLI)
+# 54 cases, ~60 CLI runs (most import torch, ~6 s each here): `make test-runs`. The rest of
+# the corpus runs in-process in `make test`: test_bad_input_inprocess.py (the pipeline CLI)
 # and test_bad_input_runner.py (`python -m runtimes bench`).
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.runs]
 
 # Loaders a user could plausibly get wrong, written next to the pipeline as baddata.py.
 BAD_DATA = textwrap.dedent("""\

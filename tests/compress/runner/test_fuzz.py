@@ -38,6 +38,9 @@ REPO = Path(__file__).resolve().parents[3]
 PROFILE_FILES = sorted((REPO / "profiles").glob("*.yaml"))
 PROFILE_NAMES = [p.stem for p in PROFILE_FILES]
 
+# 1500 examples a property, about 100 s in all: `make test-runs`
+pytestmark = pytest.mark.runs
+
 FUZZ = settings(max_examples=1500, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                                        HealthCheck.function_scoped_fixture])

@@ -105,6 +105,7 @@ def test_tampered_or_partial_stage_output_is_not_trusted(finished):
     assert sha256_file(model) == int8.sha256
 
 
+@pytest.mark.runs  # two whole CLI runs: `make test-runs`
 def test_exit_code_1_when_a_budget_is_missed_and_strict(project):
     (project / "tight.yaml").write_text(
         "name: tight\ndevice: {arch: any}\nruntime: {threads: 1}\nbudget: {latency_p90_ms: 0.000001}\n")

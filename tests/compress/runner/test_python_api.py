@@ -12,7 +12,7 @@ import torch
 
 import compress
 from compress.errors import ConfigError, DataError
-from tests.conftest import FAST_INT8, QUICKSTART
+from tests.conftest import FAST_EXPORT, FAST_INT8, QUICKSTART
 
 INPUTS = [{"name": "image", "shape": [1, 1, 8, 8], "dtype": "float32"}]
 FAST = {"type": "benchmark", "warmup": 1, "runs": 5, "rounds": 1}
@@ -59,7 +59,7 @@ def test_a_module_arrays_a_generator_and_a_metric_function(tmp_path, trained, di
             model={"torch": net, "inputs": INPUTS},
             data={"calibration": calibration, "evaluation": data_feeds,
                   "metric": {"type": "custom", "function": agreement}},
-            stages=[{"type": "export.onnx"},
+            stages=[FAST_EXPORT,
                     {"type": "quantize", "scheme": "int8-static", **FAST_INT8}, FAST])
     result = compress.run(build(trained, feeds()))
     int8 = next(b for b in result.benchmarks if b["artifact"] == "02-quantize")
@@ -95,7 +95,7 @@ def test_a_factory_function_and_a_dataloader(tmp_path, trained, digits):
     result = compress.run({
         "name": "factory", "output": str(tmp_path / "runs"), "targets": ["host-cpu"],
         "model": {"torch": factory, "inputs": INPUTS},
-        "data": {"evaluation": loader}, "stages": [{"type": "export.onnx"}, FAST]})
+        "data": {"evaluation": loader}, "stages": [FAST_EXPORT, FAST]})
     bench = result.benchmarks[0]
     assert bench["metric"]["name"] == "accuracy" and bench["metric"]["samples"] == 64
     assert bench["metric"]["value"] > 0.9
@@ -131,4 +131,4 @@ def test_mistakes_in_objects_are_config_and_data_errors(tmp_path, trained):
             model={"torch": trained, "inputs": INPUTS},
             data={"evaluation": {"image": np.zeros((4, 1, 8, 8), np.float32)},
                   "metric": {"type": "custom", "function": broken}},
-            stages=[{"type": "export.onnx"}, FAST]))
+            stages=[FAST_EXPORT, FAST]))

@@ -8,6 +8,8 @@ import stat
 import sys
 import textwrap
 
+import pytest
+
 from tests.compress.measure.test_power_pipeline import FAKE_METER
 from tests.conftest import pipeline_dict, run_cli, write_pipeline
 
@@ -45,6 +47,7 @@ def test_validate_never_imports_or_runs_user_code(project):
     assert sorted(p.name for p in project.glob("RAN-*")) == []
 
 
+@pytest.mark.runs  # a whole CLI run with a metered board: `make test-runs`
 def test_a_meter_commands_arguments_stay_out_of_the_reports(project):
     meter = project / "read-watts"
     meter.write_text(FAKE_METER.format(python=sys.executable))

@@ -11,7 +11,7 @@ from compress.config.pipeline import parse_pipeline
 from compress.errors import ConfigError, DataError, ModelError, StageError
 from compress.core.imports import import_callable
 from compress.model.torch_artifacts import load_torch_model
-from tests.conftest import QUICKSTART, fill_project, pipeline_dict, run_cli, write_pipeline
+from tests.conftest import (FAST_EXPORT, QUICKSTART, fill_project, pipeline_dict, run_cli, write_pipeline)
 
 DATA = {"calibration": "data:calibration", "evaluation": "data:evaluation",
         "train": "data:train", "metric": {"type": "accuracy"}}
@@ -73,7 +73,7 @@ def distilled(tmp_path_factory, digits_checkpoint):
     """distill (width 16 -> width 8) then export.onnx, run once for several tests."""
     folder = fill_project(tmp_path_factory.mktemp("distill"), digits_checkpoint)
     stages = [{"type": "distill", "student": SMALL, "train": {"epochs": 4, "lr": 0.01}},
-              {"type": "export.onnx"}]
+              FAST_EXPORT]
     path = write_pipeline(folder, pipeline_dict(data=DATA, stages=stages, targets=[]))
     return folder, compress.run(path)
 
@@ -165,6 +165,7 @@ def test_distill_without_training_data_fails_before_anything_runs(project):
     assert not (project / "runs").exists()
 
 
+@pytest.mark.runs  # bad input as CLI runs, as tests/compress/runner/test_bad_input.py
 def test_a_teacher_with_other_outputs_or_bad_labels_end_with_exit_code_2(project):
     (project / "extra.py").write_text(EXTRA)
     teacher = _distill_pipeline(project, "teacher5", teacher={"factory": "extra:five_outputs"})

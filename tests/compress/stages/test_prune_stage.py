@@ -12,7 +12,7 @@ import compress
 from compress.config.pipeline import parse_pipeline
 from compress.errors import ConfigError, DataError
 from compress.model.torch_artifacts import load_torch_model
-from tests.conftest import pipeline_dict, run_cli, write_pipeline
+from tests.conftest import FAST_EXPORT, pipeline_dict, run_cli, write_pipeline
 
 DATA = {"calibration": "data:calibration", "evaluation": "data:evaluation",
         "train": "data:train", "metric": {"type": "accuracy"}}
@@ -41,7 +41,7 @@ def _digits(project, split="evaluation"):
 def test_channel_pruning_removes_channels_exports_and_fine_tunes(project):
     stages = [{"type": "prune", "name": "pruned", "method": "channel", "sparsity": 0.5,
                "round_to": 4, "train": {"epochs": 3, "lr": 0.003}},
-              {"type": "export.onnx"}]
+              FAST_EXPORT]
     result = compress.run(_pipeline(project, stages))
     model, meta = _load(project, result, "pruned")
     assert meta["parameters_before"] >= 2.5 * meta["parameters_after"]

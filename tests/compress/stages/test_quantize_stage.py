@@ -6,7 +6,7 @@ import onnx
 import pytest
 
 import compress
-from tests.conftest import FAST_INT8, pipeline_dict, write_pipeline
+from tests.conftest import FAST_EXPORT, FAST_INT8, pipeline_dict, write_pipeline
 
 
 def _ops(path) -> Counter:
@@ -14,7 +14,7 @@ def _ops(path) -> Counter:
 
 
 def test_calibration_methods_each_give_a_working_int8_model(project):
-    stages = [{"type": "export.onnx", "name": "fp32"}]
+    stages = [{**FAST_EXPORT, "name": "fp32"}]
     for method in ("minmax", "entropy", "percentile"):
         stages.append({"type": "quantize", "scheme": "int8-static", "calibration": method,
                        "name": method, "input": "fp32", "samples": 64, **FAST_INT8})
@@ -113,7 +113,7 @@ def test_fp16_keeps_float32_inputs_and_outputs(project, mlp_onnx):
 def test_accuracy_aware_search_keeps_the_best_model_and_reports_it(project):
     # max_drop 0 on cosine cannot be met while anything is quantized: the search must
     # measure every layer, try keeping them in float, and keep the best model anyway.
-    stages = [{"type": "export.onnx"},
+    stages = [{"type": "export.onnx"},  # the dynamo exporter names nodes after modules
               {"type": "quantize", "scheme": "int8-static", "samples": 64, "max_drop": 0.0,
                **FAST_INT8}]
     data = pipeline_dict(stages=stages, targets=[],
@@ -140,6 +140,7 @@ def test_accuracy_aware_search_keeps_the_best_model_and_reports_it(project):
     assert "accuracy-aware, max_drop 0" in (result.run_dir / "report.md").read_text()
 
 
+@pytest.mark.runs  # a minute of quantization-aware training: `make test-runs`
 def test_int8_qat_trains_and_exports_a_qdq_model(project):
     stages = [{"type": "quantize", "scheme": "int8-qat", "train": {"epochs": 1, "lr": 1e-4}},
               {"type": "benchmark", "warmup": 1, "runs": 5, "rounds": 1}]
