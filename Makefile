@@ -77,13 +77,14 @@ test: $(STAMP)
 
 # Searches killed with SIGKILL and resumed, runs kept, rerun, resumed and compared, two runs
 # into one folder at once, searches on a local Ray instance against serial ones, a pipeline
-# per accelerator target: whole pipelines (~7 minutes), kept out of `make test` for its
-# 10 minutes on 2 cores
+# per accelerator target, and the other whole-process suites (the bad-input corpus as CLI
+# runs, QAT, neural-compressor, power meters, the fuzzing): ~14 minutes on 2 cores, kept
+# out of `make test`, which stays under 5
 test-runs: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope -m runs $(PYTEST_ARGS)
 
-# SSH targets against a loopback sshd (skipped without one): kept out of `make test` so
-# that stays under 10 minutes on 2 cores
+# SSH targets against a loopback sshd (skipped without one), ~5 minutes: kept out of
+# `make test`
 test-remote: $(STAMP)
 	$(PY) -m pytest -q -m remote $(PYTEST_ARGS)
 

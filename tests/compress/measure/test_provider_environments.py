@@ -33,6 +33,7 @@ def _python_with(provider: str) -> str:
     return python
 
 
+@pytest.mark.runs  # a whole pipeline measured from another environment: `make test-runs`
 @pytest.mark.parametrize("provider", list(ENVIRONMENTS))
 def test_a_provider_from_its_own_environment_measures_beside_the_cpu(project, provider):
     python = _python_with(provider)

@@ -137,6 +137,7 @@ def test_impossible_settings_are_rejected_at_validation(stage, message):
         parse_pipeline(data)
 
 
+@pytest.mark.runs  # bad input as a CLI run, as tests/compress/runner/test_bad_input.py
 def test_an_unknown_ignore_name_is_refused_with_the_layers_it_has(project):
     path = _pipeline(project, [{"type": "prune", "method": "channel", "sparsity": 0.5,
                                 "ignore": ["features.99"]}])
