@@ -81,7 +81,11 @@ def session_options():
     return options
 
 
-def _session_options(ort, threads: int | None, providers: list | None, configure):
+def timed_session_options(threads: int | None, providers: list | None = None,
+                          configure=None):
+    """The options of a session that is timed: session_options, this many intra-op
+    threads that keep spinning between runs, warnings off on the CPU provider alone;
+    `configure(options)` last."""
     options = session_options()
     if not providers:  # on the CPU provider alone, errors only: its warnings repeat
         options.log_severity_level = 3  # per call (ddddocr's wrong output shape)
@@ -155,7 +159,7 @@ class OnnxRuntimeSession(Session):
 
         if not os.path.isfile(path):
             raise RuntimeInputError(f"model file not found: {path}")
-        options = _session_options(ort, threads, providers, configure)
+        options = timed_session_options(threads, providers, configure)
         self._session = _start(ort, path, options, providers)
         self.threads = threads
         self._version = ort.__version__

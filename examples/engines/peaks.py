@@ -32,7 +32,7 @@ import onnxruntime as ort
 import openvino as ov
 from onnx import TensorProto, helper, numpy_helper
 
-from runtimes.onnx_session import session_options
+from runtimes.onnx_session import timed_session_options
 
 X_SCALE, X_ZP = 2 / 255, 128  # uint8 activation covering [-1, 1]
 W_SCALE = 1 / 127             # symmetric int8 weight covering [-1, 1]
@@ -90,13 +90,11 @@ def matmul_integer(wq: np.ndarray) -> bytes:
 def ort_engine(model: bytes, feed: np.ndarray, threads: int, tmp: Path, tag: str):
     """(run, kernel): the session as runtimes.onnx_session builds it; the kernel is the
     node chain of the graph onnxruntime actually runs, after its fusions."""
-    options = session_options()  # INT8 computed as the file says, VNNI or not
-    options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
-    options.log_severity_level = 3  # the "optimized model is hardware specific" warning
-    options.add_session_config_entry("session.intra_op.allow_spinning", "1")
-    options.optimized_model_filepath = str(tmp / f"{tag}.ort.onnx")
+    optimized = str(tmp / f"{tag}.ort.onnx")
+    options = timed_session_options(
+        threads, configure=lambda o: setattr(o, "optimized_model_filepath", optimized))
     session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-    ran = onnx.load(options.optimized_model_filepath).graph.node
+    ran = onnx.load(optimized).graph.node
     kernel = " > ".join(node.op_type for node in ran)
     feeds = {session.get_inputs()[0].name: feed}
     return (lambda: session.run(None, feeds)[0]), kernel

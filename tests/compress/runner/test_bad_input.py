@@ -21,7 +21,7 @@ import yaml
 
 from tests.conftest import pipeline_dict, run_cli, write_pipeline
 
-# 54 cases, ~60 CLI runs (most import torch, ~6 s each here): `make test-runs`. The rest of
+# 54 cases, ~60 CLI runs (most import torch, 3-14 s each here): `make test-runs`. The rest of
 # the corpus runs in-process in `make test`: test_bad_input_inprocess.py (the pipeline CLI)
 # and test_bad_input_runner.py (`python -m runtimes bench`).
 pytestmark = [pytest.mark.slow, pytest.mark.runs]
