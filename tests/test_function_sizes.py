@@ -14,7 +14,6 @@ LEFT = {
     ("compress/api.py", "run"),                      # the public keyword arguments
     ("compress/measure/remote/host.py", "<module>"),
     ("compress/model/training.py", "train"),
-    ("compress/quant/accuracy_aware.py", "search"),
     ("compress/quant/float_pass.py", "<module>"),
     ("compress/quant/float_pass.py", "layer_pass"),
     ("compress/quant/float_pass.py", "calibrating_pass"),

@@ -26,11 +26,20 @@ class Attempt:
     meta: dict
 
 
+@dataclass(frozen=True)
+class Budget:
+    """What the search must keep: the float model's metric, and how much of it the
+    quantized model may lose (a drop is always measured from this baseline)."""
+    baseline: float
+    max_drop: float
+
+
 def search(quantize: Callable[[tuple[str, ...], Path], dict], evaluate: Callable[[Path], float],
-           baseline: float, layers: list[str], max_drop: float, work_dir: Path,
+           budget: Budget, layers: list[str], work_dir: Path,
            note: Callable[[str], None] = lambda text: None) -> tuple[Attempt, dict]:
     """`quantize(excluded, path) -> meta` writes a model keeping `excluded` in float;
     `evaluate(path) -> metric` (higher is better). Returns the kept attempt and a report."""
+    baseline, max_drop = budget.baseline, budget.max_drop
     made, kept = [], None
 
     def attempt(excluded: tuple[str, ...]) -> Attempt:

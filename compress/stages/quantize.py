@@ -39,7 +39,7 @@ def _torch_module(node) -> Optional[str]:
 
 
 def _accuracy_aware(quantize_one, source: Path, target: Path, config, ctx) -> dict:
-    from compress.quant.accuracy_aware import keep, search
+    from compress.quant.accuracy_aware import Budget, keep, search
     from compress.model.onnx_file import header_model
 
     require("onnx", "quantize")
@@ -57,8 +57,9 @@ def _accuracy_aware(quantize_one, source: Path, target: Path, config, ctx) -> di
         def evaluate(path: Path) -> float:
             advance(1)
             return ctx.score(path)["value"]
-        best, report = search(quantize_one, evaluate, ctx.metric_baseline(), layers,
-                              config.max_drop, ctx.out_dir, note=ctx.progress.note)
+        budget = Budget(ctx.metric_baseline(), config.max_drop)
+        best, report = search(quantize_one, evaluate, budget, layers, ctx.out_dir,
+                              note=ctx.progress.note)
     keep(best, target)
     modules = {n.name: _torch_module(n) for n in chosen}
     for row in report["sensitivity"]:

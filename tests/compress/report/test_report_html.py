@@ -14,7 +14,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from compress.quant.accuracy_aware import search
+from compress.quant.accuracy_aware import Budget, search
 from compress.report.build import write_reports
 from compress.report.html import render_html
 
@@ -88,7 +88,7 @@ def _sensitivity(run_dir: Path, report: dict, work_dir: Path) -> dict:
 
     def evaluate(path):
         return 0.98 - sum(c for layer, c in cost.items() if layer not in made[path])
-    return search(quantize, evaluate, 0.98, layers, 0.005, work_dir)[1]
+    return search(quantize, evaluate, Budget(0.98, 0.005), layers, work_dir)[1]
 
 
 @pytest.fixture(scope="module")
