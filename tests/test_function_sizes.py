@@ -18,7 +18,6 @@ LEFT = {
     ("compress/quant/float_pass.py", "layer_pass"),
     ("compress/quant/float_pass.py", "calibrating_pass"),
     ("compress/quant/passes/tflite_candidates.py", "correct_biases_fast"),
-    ("compress/quant/ranges.py", "estimate_ranges"),
     ("compress/quant/streamed_calibration.py", "calibrate"),
     ("compress/quant/swish_equalize.py", "<module>"),
     ("export/onnx.py", "export_onnx"),

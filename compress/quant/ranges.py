@@ -160,21 +160,31 @@ def write_cache(ranges: dict[str, tuple[float, float]], path: Path) -> None:
     save_tensors_data(TensorsData(CalibrationMethod.MinMax, data), Path(path))
 
 
+@dataclass(frozen=True)
+class Tuning:
+    """How the estimators are tuned, the same for every method (each reads what it
+    uses): percentile's p, the histogram's bins (percentile and mse), and whether the
+    model's own outputs are clipped like any other tensor."""
+    percentile: float = 99.99
+    bins: int = 2048
+    clip_outputs: bool = False
+
+
 def estimate_ranges(model_path: Path, feeds: list[dict], method: str, out_file: Path, *,
-                    percentile: float = 99.99, bins: int = 2048, clip_outputs: bool = False,
-                    threads: int | None = None) -> RangeReport:
+                    tuning: Tuning = Tuning(), threads: int | None = None) -> RangeReport:
     """Estimate the activation ranges of the float model at `model_path` (the file
     quantize_static will quantize) and write them to `out_file` as a calibration cache.
-    The model's own outputs keep their full observed range unless `clip_outputs`:
+    The model's own outputs keep their full observed range unless `tuning.clip_outputs`:
     quantize_static quantizes them too, and clipping there clips the answer itself
     (a logit, a box coordinate) with no later layer to absorb it."""
     import onnx
 
     started = time.perf_counter()
     model = onnx.load(str(model_path))
-    stats = collect_stats(model, feeds, bins if method in NEEDS_HISTOGRAM else 0, threads)
-    exact = () if clip_outputs else tuple(o.name for o in model.graph.output)
-    ranges = pick_ranges(stats, method, percentile, exact)
+    bins = tuning.bins if method in NEEDS_HISTOGRAM else 0
+    stats = collect_stats(model, feeds, bins, threads)
+    exact = () if tuning.clip_outputs else tuple(o.name for o in model.graph.output)
+    ranges = pick_ranges(stats, method, tuning.percentile, exact)
     write_cache(ranges, out_file)
     return RangeReport(method, len(ranges), len(feeds), time.perf_counter() - started,
                        str(out_file))
