@@ -90,12 +90,13 @@ def variants(float_bytes: bytes, files: dict[str, bytes], feeds: list[dict], wan
 
 def correct_biases_fast(float_path: Path, quantized_path: Path, feeds: list[dict], *,
                         threads: int = 2, advance: Callable[[int], None] = lambda n: None,
-                        rounding: str = "nearest", correct: bool = True) -> dict:
+                        candidate: tuple[str, bool] = ("nearest", True)) -> dict:
     """Rewrite the int8 model at `quantized_path` in place from one run of the float
-    model at `float_path` over `feeds` (`advance(1)` after each): its int8 weights
-    GPTQ-rounded (`rounding` "gptq", tflite_rounding.py), then (`correct`) its int32
-    biases corrected for the weights it then has."""
-    key = ("", rounding, correct)
+    model at `float_path` over `feeds` (`advance(1)` after each) into the `candidate`
+    (rounding, corrected) that variants() names: its int8 weights GPTQ-rounded (rounding
+    "gptq", tflite_rounding.py), then (corrected) its int32 biases corrected for the
+    weights it then has."""
+    key = ("", *candidate)
     made, report = variants(float_path.read_bytes(), {"": quantized_path.read_bytes()}, feeds,
                             [key[1:]], threads=threads, advance=advance)
     quantized_path.write_bytes(made[key])

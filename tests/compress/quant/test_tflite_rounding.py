@@ -119,7 +119,7 @@ def test_rounding_then_correction_in_place(tmp_path):
     _, feeds, _ = _plans_and_feeds()
     target = tmp_path / "int8.tflite"
     shutil.copy(INT8, target)
-    report = correct_biases_fast(FLOAT, target, feeds, rounding="gptq")
+    report = correct_biases_fast(FLOAT, target, feeds, candidate=("gptq", True))
     made, _ = variants(FLOAT.read_bytes(), {"int8": INT8.read_bytes()}, feeds, [("gptq", True)])
     assert report["layers_rounded"] == report["layers_corrected"] == 4
     assert target.read_bytes() == made[("int8", "gptq", True)] != INT8.read_bytes()
