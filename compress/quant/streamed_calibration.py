@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -25,21 +26,28 @@ def _link(source: Path, link: Path) -> None:
     raise OSError(f"cannot link or copy {source} to {link}")
 
 
+@dataclass(frozen=True)
+class FloatGraph:
+    """The float model as calibration reads it, without a copy of its weights: the graph
+    with their data left out, and where each weight's bytes lie in the source file."""
+    model: object          # a ModelProto, its initializers without data
+    spans: dict            # initializer name -> streamed.Span
+
+
 @contextlib.contextmanager
-def float_session(graph_model, spans: dict, outputs: list[str], folder: Path):
-    """An onnxruntime session of `graph_model` (a float model without its weights' data,
-    which `spans` locate) that also returns `outputs`, graph optimisations off as its
-    calibrators run it; its files are removed after."""
+def float_session(source: FloatGraph, outputs: list[str], folder: Path):
+    """An onnxruntime session of `source` that also returns `outputs`, graph
+    optimisations off as its calibrators run it; its files are removed after."""
     import onnx
     import onnxruntime as ort
     model = onnx.ModelProto()
-    model.CopyFrom(graph_model)
+    model.CopyFrom(source.model)
     known = {o.name for o in model.graph.output}
     model.graph.output.extend(onnx.ValueInfoProto(name=n) for n in outputs if n not in known)
     links, made = {}, []
     try:
         for tensor in model.graph.initializer:
-            span = spans.get(tensor.name)
+            span = source.spans.get(tensor.name)
             if span is None:
                 continue
             if span.path not in links:
@@ -68,17 +76,17 @@ def _minmax(batches: dict) -> dict:
             for name, (lows, highs) in batches.items()}
 
 
-def calibrate(graph_model, spans: dict, tensors: list[str], feeds: list[dict], config,
+def calibrate(source: FloatGraph, tensors: list[str], feeds: list[dict], config,
               folder: Path, advance) -> object:
     """onnxruntime's TensorsData (tensor -> range) of `tensors` over `feeds`, run on
-    `graph_model` with its weights where `spans` say."""
+    `source`'s graph with its weights where its spans say."""
     from onnxruntime.quantization.calibrate import (CalibrationMethod, HistogramCollector,
                                                     TensorsData)
     method = {"minmax": CalibrationMethod.MinMax, "entropy": CalibrationMethod.Entropy,
               "percentile": CalibrationMethod.Percentile}[config.calibration]
     kept = {name: [] for name in tensors}
     extremes = {name: ([], []) for name in tensors}
-    with float_session(graph_model, spans, tensors, folder) as session:
+    with float_session(source, tensors, folder) as session:
         inputs = {i.name for i in session.get_inputs()}
         for feed in feeds:
             values = session.run(tensors, {k: v for k, v in feed.items() if k in inputs})

@@ -249,11 +249,11 @@ def static(build, config, ctx, excluded: set, folder, ranges: dict) -> dict:
     feeds = ctx.require_dataset("calibration", "int8-static quantization").take(config.samples)
     wanted = sorted({source or name for name, source in activations.items()} - set(ranges))
     if wanted:
-        from compress.quant.streamed_calibration import calibrate
+        from compress.quant.streamed_calibration import FloatGraph, calibrate
         with ctx.progress.task(f"calibrating ({config.calibration}, {len(feeds)} feeds)",
                                len(feeds)) as advance:
-            ranges.update(calibrate(float_model, build.header.spans, wanted, feeds, config,
-                                    folder, advance).items())
+            ranges.update(calibrate(FloatGraph(float_model, build.header.spans), wanted, feeds,
+                                    config, folder, advance).items())
     qtype, params, input_scales = _types()[config.activations], {}, {}
     for name, source in activations.items():
         zero, scale = _activation_params(ranges[source or name], config, qtype)

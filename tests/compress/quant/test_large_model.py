@@ -154,7 +154,7 @@ def test_an_accuracy_aware_search_calibrates_once(small, tmp_path, monkeypatch):
     calls = []
     calibrate = streamed_calibration.calibrate
     monkeypatch.setattr(streamed_calibration, "calibrate",
-                        lambda *args: calls.append(args[2]) or calibrate(*args))
+                        lambda *args: calls.append(args[1]) or calibrate(*args))
     monkeypatch.setattr(streamed, "STREAMING_BYTES", 0)
     result = _run(tmp_path, "aware", {"scheme": "int8-static", "max_drop": 0.0})
     report = result.artifacts[-1].meta["accuracy_aware"]
