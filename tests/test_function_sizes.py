@@ -13,7 +13,6 @@ from tests.function_sizes import offenders
 LEFT = {
     ("compress/api.py", "run"),                      # the public keyword arguments
     ("compress/measure/remote/host.py", "<module>"),
-    ("compress/model/training.py", "train"),
     ("compress/quant/float_pass.py", "<module>"),
     ("compress/quant/float_pass.py", "layer_pass"),
     ("compress/quant/float_pass.py", "calibrating_pass"),

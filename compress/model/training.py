@@ -10,13 +10,16 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field
-from typing import Callable, Literal, Optional
+from typing import TYPE_CHECKING, Callable, Literal, Optional
 
 import numpy as np
 from pydantic import Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt
 
 from compress.errors import DataError, ModelError
 from compress.stagebase import Strict
+
+if TYPE_CHECKING:
+    from compress.data.feeds import Samples
 
 
 class TrainSettings(Strict):
@@ -32,6 +35,17 @@ class TrainSettings(Strict):
     patience: Optional[PositiveInt] = Field(
         None, description="stop after this many epochs without a better evaluation metric")
     seed: int = Field(0, description="seed of the shuffling and initialisation")
+
+
+@dataclass(frozen=True)
+class Objective:
+    """What a training run minimises and what judges it: `loss(model, batch_inputs:
+    list[Tensor], batch_labels)` returns a scalar loss; `evaluate(model) -> float`
+    (higher is better), where given, drives early stopping and the choice of the best
+    epoch. The two are what a stage brings to the loop (the loss from its teacher or
+    labels, the evaluation from the pipeline's metric); the loop brings the rest."""
+    loss: Callable
+    evaluate: Optional[Callable] = None
 
 
 @dataclass
@@ -85,13 +99,12 @@ def _loop(model, loss_fn: Callable, inputs: dict, labels: Optional[np.ndarray],
                  schedule, settings, torch.Generator().manual_seed(settings.seed), torch)
 
 
-def train(model, loss_fn: Callable, inputs: dict, labels: Optional[np.ndarray],
-          settings: TrainSettings, *, evaluate: Optional[Callable] = None, progress=None,
-          label: str = "training") -> TrainResult:
-    """Train `model` in place. `loss_fn(model, batch_inputs: list[Tensor], batch_labels)`
-    returns a scalar loss; `evaluate(model) -> float` (higher is better) drives early
-    stopping and the choice of the best epoch."""
-    loop = _loop(model, loss_fn, inputs, labels, settings)
+def train(model, objective: Objective, data: Samples, settings: TrainSettings, *,
+          progress=None, label: str = "training") -> TrainResult:
+    """Train `model` in place on `data` (every array of its inputs sliced with the same
+    batch indices) towards `objective`."""
+    evaluate = objective.evaluate
+    loop = _loop(model, objective.loss, data.inputs, data.labels, settings)
     best = evaluate(model) if evaluate else None
     result = TrainResult(0, 0, best)
     best_state = copy.deepcopy(model.state_dict())

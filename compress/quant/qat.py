@@ -21,7 +21,7 @@ def int8_qat(ctx, artifact, config, target: Path) -> dict:
     from torchao.quantization.pt2e.quantizer.x86_inductor_quantizer import (
         X86InductorQuantizer, get_default_x86_inductor_quantization_config)
 
-    from compress.model.training import check_labels, train
+    from compress.model.training import Objective, check_labels, train
 
     data = ctx.require_dataset("train", "quantize int8-qat").samples("int8-qat")
     if data.labels is None:
@@ -46,8 +46,8 @@ def int8_qat(ctx, artifact, config, target: Path) -> dict:
     if ctx.dataset("evaluation") is not None:
         from compress.model.torch_eval import torch_metric
         evaluate = lambda m: torch_metric(m, ctx)["value"]  # noqa: E731
-    result = train(prepared, loss_fn, data.inputs, data.labels, config.train,
-                   evaluate=evaluate, progress=ctx.progress, label="int8-qat")
+    result = train(prepared, Objective(loss_fn, evaluate), data, config.train,
+                   progress=ctx.progress, label="int8-qat")
     prepared.eval()
     quantized = convert_pt2e(prepared)
     single = tuple(torch.from_numpy(data.inputs[n][:1]) for n in names)

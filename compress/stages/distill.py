@@ -20,9 +20,10 @@ from compress.core.artifacts import Output
 from compress.errors import ModelError
 from compress.core.imports import import_callable
 from compress.core.lazy import require
+from compress.data.feeds import Samples
 from compress.stagebase import StageConfig, Strict, register
 from compress.model.stats import first_output
-from compress.model.training import TrainSettings, check_labels, train
+from compress.model.training import Objective, TrainSettings, check_labels, train
 from compress.stages.distill_pair import Pair, check_outputs, loss_fn
 
 # compress.config.pipeline imports every stage module to build its stage union, so a stage cannot
@@ -196,8 +197,8 @@ def _train(pair: Pair, data, alpha: float, ctx, torch) -> tuple[object, list]:
     # data.train (instead of on every batch of every epoch) often halves the training time.
     # train() slices every array of `inputs` with the same batch indices.
     inputs = {**data.inputs, _TEACHER_KEY: _teacher_outputs(pair.teacher, data.inputs, torch)}
-    result = train(pair.trainable, loss_fn(pair, alpha, torch), inputs, data.labels,
-                   pair.config.train, evaluate=evaluate if has_eval else None,
+    objective = Objective(loss_fn(pair, alpha, torch), evaluate if has_eval else None)
+    result = train(pair.trainable, objective, Samples(inputs, data.labels), pair.config.train,
                    progress=ctx.progress, label="distill")
     return result, seen
 

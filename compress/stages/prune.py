@@ -21,7 +21,7 @@ from compress.model.stats import first_output, forward_with_hooks, model_stats, 
 from compress.model.sparsity import apply_masks, magnitude_masks, nm_masks
 from compress.stagebase import StageConfig, register
 from compress.model.torch_eval import torch_metric
-from compress.model.training import TrainSettings, check_labels, train
+from compress.model.training import Objective, TrainSettings, check_labels, train
 from compress.stages.prune_channels import (channel_counts, channel_pruner, channel_step,
                                             taylor_gradients)
 
@@ -152,10 +152,10 @@ def _fine_tune(model, job: _Pruning, data, masks: dict, label: str) -> dict:
     # state stays zero too, so pruned weights never move; masks re-applied to be sure.
     hooks = [m.weight.register_hook(lambda g, mask=mask: g * mask) for m, mask in masks.items()]
     try:
-        result = train(model, _loss_fn(job.teacher, torch), data.inputs, data.labels,
-                       job.config.train,
-                       evaluate=evaluate if ctx.dataset("evaluation") is not None else None,
-                       progress=ctx.progress, label=label)
+        objective = Objective(_loss_fn(job.teacher, torch),
+                              evaluate if ctx.dataset("evaluation") is not None else None)
+        result = train(model, objective, data, job.config.train, progress=ctx.progress,
+                       label=label)
     finally:
         for hook in hooks:
             hook.remove()

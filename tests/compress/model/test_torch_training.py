@@ -3,10 +3,11 @@ import numpy as np
 import pytest
 import torch
 
+from compress.data.feeds import Samples
 from compress.errors import DataError, ModelError
 from compress.model.stats import model_stats
 from compress.model.torch_artifacts import load_torch_model, save_torch_model
-from compress.model.training import TrainSettings, check_labels, train
+from compress.model.training import Objective, TrainSettings, check_labels, train
 from tests.conftest import QUICKSTART
 
 
@@ -74,8 +75,8 @@ def test_training_keeps_the_best_epoch_and_stops_early():
 
     def loss_fn(m, xs, y):
         return torch.nn.functional.cross_entropy(m(*xs), y)
-    result = train(model, loss_fn, inputs, labels, TrainSettings(epochs=6, patience=2),
-                   evaluate=lambda m: next(scores))
+    result = train(model, Objective(loss_fn, lambda m: next(scores)), Samples(inputs, labels),
+                   TrainSettings(epochs=6, patience=2))
     assert result.best_epoch == 1 and result.best_metric == 0.9
     assert result.epochs_run == 3  # two epochs without improvement after epoch 1
 
@@ -83,8 +84,8 @@ def test_training_keeps_the_best_epoch_and_stops_early():
 def test_diverging_training_stops_with_a_clear_error():
     inputs, labels = _digits()
     with pytest.raises(ModelError, match="training diverged"):
-        train(_build(), lambda m, xs, y: m(*xs).sum() * float("nan"), inputs, labels,
-              TrainSettings(epochs=1))
+        train(_build(), Objective(lambda m, xs, y: m(*xs).sum() * float("nan")),
+              Samples(inputs, labels), TrainSettings(epochs=1))
 
 
 def test_labels_out_of_range_are_refused():
