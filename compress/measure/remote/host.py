@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 
 from compress.errors import RemoteError
+from compress.measure.remote.scripts import HOLD, PROBE
 from compress.measure.remote.ssh import SshConnection, SshSettings
 from runtimes import engines
 
@@ -37,57 +38,6 @@ MIN_PYTHON = (3, 10)
 # (seconds; a live run locks its folder within seconds of making it). Tests shorten it.
 STALE_ENV = "EDGE_COMPRESS_REMOTE_STALE_S"
 DISK_MARGIN_BYTES = 32 * 2**20
-
-# Runs on the device with its own Python, stdlib only (and syntax old Pythons parse, so
-# they get the clear version message): facts, missing modules and tools, free disk, and
-# (asked to, only when everything is there) the temporary directory, named by the caller
-# so that it can be removed even if this answer never arrives.
-_PROBE = r"""
-import importlib.util, json, os, platform, shutil, sys
-ask = json.loads(sys.argv[1])
-missing = [need for need, modules in ask["needs"].items()
-           if not any(importlib.util.find_spec(m) for m in modules)]
-tools = [t for t in ("tar", "timeout", "env", "setsid") if shutil.which(t) is None]
-workdir = os.path.abspath(os.path.expanduser(ask["workdir"]))
-try:
-    free = shutil.disk_usage(workdir).free
-except OSError:
-    free = None
-out = {"python": list(sys.version_info[:3]), "executable": sys.executable,
-       "arch": platform.machine(), "cores": os.cpu_count(), "missing": missing,
-       "missing_tools": tools, "workdir": workdir, "free_bytes": free, "dir": None}
-def sweep(workdir):
-    # folders of runs that were killed: their lock is free (its holder died with the run
-    # that made it) and they are older than a minute (a new one is locked within seconds)
-    import fcntl, glob, signal, time
-    swept = []
-    for folder in glob.glob(os.path.join(workdir, "edge-compress-*")):
-        lock = os.path.join(folder, ".lock")
-        if not os.path.isfile(lock) or time.time() - os.path.getmtime(folder) < ask["stale_s"]:
-            continue
-        try:
-            with open(lock, "a") as held:
-                fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except (OSError, IOError):
-            continue
-        try:
-            os.killpg(int(open(os.path.join(folder, ".pid")).read()), signal.SIGTERM)
-        except (OSError, IOError, ValueError):
-            pass
-        shutil.rmtree(folder, ignore_errors=True)
-        swept.append(os.path.basename(folder))
-    return swept
-if ask["create"] and not missing and not tools and free is not None and free >= ask["bytes"]:
-    out["swept"] = sweep(workdir)
-    out["dir"] = os.path.join(workdir, ask["create"])
-    os.mkdir(out["dir"], 0o700)
-print(json.dumps(out))
-"""
-
-# Runs on the device for as long as the run that made the folder lives: holds the
-# folder's lock until its stdin (this side's pipe) closes, also when this side is killed.
-_HOLD = ("import fcntl, sys\nheld = open(sys.argv[1] + '/.lock', 'a')\n"
-         "fcntl.flock(held, fcntl.LOCK_EX)\nsys.stdin.read()\n")
 
 
 @dataclass(frozen=True)
@@ -160,7 +110,7 @@ class RemoteHost:
         ask = {"needs": {need: _NEEDS[need] for need in ("numpy", *engines)},
                "workdir": self.spec.workdir, "create": create, "bytes": size,
                "stale_s": float(os.environ.get(STALE_ENV, 60))}
-        line = f"{self._python()} -c {shlex.quote(_PROBE)} {shlex.quote(json.dumps(ask))}"
+        line = f"{self._python()} -c {shlex.quote(PROBE)} {shlex.quote(json.dumps(ask))}"
         proc = self.connection.run(line, timeout=self.spec.ssh.connect_timeout_s + 60)
         if proc.returncode == 127:
             raise RemoteError(f"target {self.name}: '{self.spec.python}' is not on "
@@ -224,8 +174,8 @@ class RemoteHost:
         self.times.copied_bytes += len(payload)
 
     def _hold_directory(self) -> None:
-        """Lock the folder for this run's life (see _HOLD and the probe's sweep)."""
-        line = f"{self._python()} -c {shlex.quote(_HOLD)} {shlex.quote(self.directory)}"
+        """Lock the folder for this run's life (see scripts.HOLD and the probe's sweep)."""
+        line = f"{self._python()} -c {shlex.quote(HOLD)} {shlex.quote(self.directory)}"
         self._holder = subprocess.Popen(self.connection.command(line), stdin=subprocess.PIPE,
                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
