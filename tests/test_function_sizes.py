@@ -15,7 +15,6 @@ LEFT = {
     ("compress/quant/float_pass.py", "<module>"),
     ("compress/quant/float_pass.py", "layer_pass"),
     ("compress/quant/float_pass.py", "calibrating_pass"),
-    ("compress/quant/swish_equalize.py", "<module>"),
     ("export/onnx.py", "export_onnx"),
 }
 

@@ -33,11 +33,10 @@ op (in float between the two: it becomes the gate and a Mul here, quantized).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 
-from compress.quant.qdq_nodes import array, attr
+from compress.quant.qdq_nodes import attr
+from compress.quant.swish_sites import Graph, Site, const_dq, find_sites
 
 # A channel's calibration extremes are scaled to at most 1/HEADROOM of the tensor's
 # range: values past them on other inputs are clipped. On the orientation classifier
@@ -49,130 +48,14 @@ MAX_SCALE = 64.0          # past this the narrowest channels are noise anyway
 _INT32 = 2 ** 31 - 1
 
 
-@dataclass(frozen=True)
-class Site:
-    producer: object      # the Conv whose output is x
-    x_q: object           # its QuantizeLinear
-    x_dq: object          # the DequantizeLinear the product reads x' from
-    gate: object | None   # the HardSigmoid of x * HardSigmoid(x); None for a HardSwish op
-    act: object           # the Mul, or the HardSwish op
-    y_q: object           # the product's QuantizeLinear
-    depthwise: tuple      # the depthwise Convs reading the product
-
-    @property
-    def x(self) -> str:
-        return self.producer.output[0]
-
-    @property
-    def y(self) -> str:
-        return self.act.output[0]
-
-
-class _Graph:
-    def __init__(self, model):
-        self.graph = model.graph
-        self.inits = {i.name: i for i in self.graph.initializer}
-        self.producer = {o: n for n in self.graph.node for o in n.output}
-        self.users: dict[str, list] = {}
-        for node in self.graph.node:
-            for name in node.input:
-                self.users.setdefault(name, []).append(node)
-
-    def made_by(self, name: str, op: str):
-        node = self.producer.get(name)
-        return node if node is not None and node.op_type == op else None
-
-    def value(self, name: str) -> np.ndarray:
-        return array(self.inits, name)
-
-    def add(self, value: np.ndarray, base: str) -> str:
-        from onnx import numpy_helper
-        name, k = base, 0
-        while name in self.inits:
-            k += 1
-            name = f"{base}_{k}"
-        tensor = numpy_helper.from_array(value, name)
-        self.graph.initializer.append(tensor)
-        self.inits[name] = tensor
-        return name
-
-
-def _const_dq(g: _Graph, name: str):
-    node = g.made_by(name, "DequantizeLinear")
-    return node if node is not None and node.input[0] in g.inits else None
-
-
-def _per_channel_conv(g: _Graph, node, channels: int) -> bool:
-    """A Conv whose weight is int8 with one scale per output channel."""
-    weight = _const_dq(g, node.input[1]) if len(node.input) > 1 else None
-    return (weight is not None and g.value(weight.input[1]).size == channels
-            and attr(weight, "axis", 1) == 0)
-
-
-def _depthwise(g: _Graph, node, channels: int) -> bool:
-    weight = _const_dq(g, node.input[1]) if len(node.input) > 1 else None
-    return (node.op_type == "Conv" and attr(node, "group", 1) == channels
-            and weight is not None and g.value(weight.input[0]).shape[:2] == (channels, 1)
-            and _per_channel_conv(g, node, channels))
-
-
-def _activation(g: _Graph, y_q):
-    """(gate, act, x_dq) of the hard-swish producing y_q's input, or None."""
-    act = g.producer.get(y_q.input[0])
-    if act is None or len(g.users.get(act.output[0], [])) != 1:
-        return None
-    if act.op_type == "HardSwish":
-        x_dq = g.made_by(act.input[0], "DequantizeLinear")
-        return (None, act, x_dq) if x_dq is not None else None
-    if act.op_type != "Mul":
-        return None
-    for i in (0, 1):
-        g_dq = g.made_by(act.input[i], "DequantizeLinear")
-        g_q = g_dq and g.made_by(g_dq.input[0], "QuantizeLinear")
-        gate = g_q and g.made_by(g_q.input[0], "HardSigmoid")
-        x_dq = g.made_by(act.input[1 - i], "DequantizeLinear")
-        gate_in = gate and g.made_by(gate.input[0], "DequantizeLinear")
-        if gate_in is not None and x_dq is not None and gate_in.input[0] == x_dq.input[0]:
-            return gate, act, x_dq
-    return None
-
-
-def find_sites(model) -> list[Site]:
-    """Every producer Conv -> hard-swish -> depthwise Conv(s) that can be equalized:
-    x and the product used nowhere else, per-channel int8 weights on both convolutions."""
-    g, sites = _Graph(model), []
-    for y_q in (n for n in g.graph.node if n.op_type == "QuantizeLinear"):
-        found = _activation(g, y_q)
-        if found is None:
-            continue
-        gate, act, x_dq = found
-        x_q = g.made_by(x_dq.input[0], "QuantizeLinear")
-        producer = x_q and g.made_by(x_q.input[0], "Conv")
-        if producer is None or len(g.users.get(producer.output[0], [])) != 1:
-            continue
-        channels = g.value(_const_dq(g, producer.input[1]).input[0]).shape[0] \
-            if _const_dq(g, producer.input[1]) is not None else 0
-        readers = [n for dq in g.users.get(y_q.output[0], []) for n in g.users.get(dq.output[0], [])]
-        x_readers = {id(n) for dq in g.users.get(x_q.output[0], [])
-                     for n in g.users.get(dq.output[0], [])}
-        if (channels and _per_channel_conv(g, producer, channels)
-                and all(len(q.input) > 2 and q.input[2] in g.inits and q.input[1] in g.inits
-                        and g.value(q.input[1]).size == 1 for q in (x_q, y_q))
-                and x_readers <= {id(act), id(gate)}
-                and all(dq.op_type == "DequantizeLinear" for dq in g.users[y_q.output[0]])
-                and readers and all(_depthwise(g, n, channels) for n in readers)):
-            sites.append(Site(producer, x_q, x_dq, gate, act, y_q, tuple(readers)))
-    return sites
-
-
-def _bounds(g: _Graph, q) -> tuple[float, float]:
+def _bounds(g: Graph, q) -> tuple[float, float]:
     """The real range a QuantizeLinear (per tensor) can hold."""
     zero = g.value(q.input[2]) if len(q.input) > 2 and q.input[2] else np.uint8(0)
     info, scale = np.iinfo(zero.dtype), float(g.value(q.input[1]))
     return (info.min - int(zero)) * scale, (info.max - int(zero)) * scale
 
 
-def _gate_fits(g: _Graph, site: Site) -> bool:
+def _gate_fits(g: Graph, site: Site) -> bool:
     """The gate's quantizer saturates at 0 and at most 1: it stands for hard-sigmoid's
     clip, which the 1x1 convolution leaves out (a float Clip would stop the fusion)."""
     if site.gate is None:
@@ -181,7 +64,7 @@ def _gate_fits(g: _Graph, site: Site) -> bool:
     return abs(low) < 1e-9 and high <= 1.0 + 1e-6
 
 
-def scales(g: _Graph, site: Site, ranges: dict) -> np.ndarray:
+def scales(g: Graph, site: Site, ranges: dict) -> np.ndarray:
     """s per channel: the channel's calibration extremes scaled to at most 1/HEADROOM of
     both quantizers' ranges (x' and the product), between 1 and MAX_SCALE, and small
     enough that the depthwise biases' integers stay int32."""
@@ -195,23 +78,23 @@ def scales(g: _Graph, site: Site, ranges: dict) -> np.ndarray:
                                     where=extreme * room > 0), out=limit)
     s = np.clip(limit / HEADROOM, 1.0, MAX_SCALE)
     for conv in site.depthwise:
-        bias = _const_dq(g, conv.input[2]) if len(conv.input) > 2 else None
+        bias = const_dq(g, conv.input[2]) if len(conv.input) > 2 else None
         if bias is not None:
             largest = np.abs(g.value(bias.input[0]).astype(np.float64))
             np.minimum(s, (_INT32 // 2) / np.maximum(largest, 1.0), out=s)
     return np.maximum(s, 1.0)
 
 
-def _rescale(g: _Graph, conv, factor: np.ndarray) -> None:
+def _rescale(g: Graph, conv, factor: np.ndarray) -> None:
     """Scale a Conv's output channels by `factor`: its weights' per-channel scales and
     its bias (an int32 bias keeps its integers: their scale, input scale x weight scale,
     follows the weights')."""
-    weight = _const_dq(g, conv.input[1])
+    weight = const_dq(g, conv.input[1])
     scale = g.value(weight.input[1]).astype(np.float64)
     weight.input[1] = g.add((scale * factor).astype(np.float32), weight.input[1] + "_eq")
     if len(conv.input) < 3 or not conv.input[2]:
         return
-    bias = _const_dq(g, conv.input[2])
+    bias = const_dq(g, conv.input[2])
     if bias is not None:  # the int32 bias's scale is input scale x weight scale
         old = g.value(bias.input[1]).astype(np.float64)
         bias.input[1] = g.add((old * factor).astype(np.float32), bias.input[1] + "_eq")
@@ -220,14 +103,14 @@ def _rescale(g: _Graph, conv, factor: np.ndarray) -> None:
         conv.input[2] = g.add((b * factor).astype(np.float32), conv.input[2] + "_eq")
 
 
-def _divide_inputs(g: _Graph, conv, s: np.ndarray, widened: float) -> None:
+def _divide_inputs(g: Graph, conv, s: np.ndarray, widened: float) -> None:
     """A depthwise Conv reading s times its input, quantized with a scale `widened`
     times the old one: weights / s, the same real bias (int32, its scale following the
     input's and the weights')."""
-    weight = _const_dq(g, conv.input[1])
+    weight = const_dq(g, conv.input[1])
     scale = g.value(weight.input[1]).astype(np.float64)
     weight.input[1] = g.add((scale / s).astype(np.float32), weight.input[1] + "_eq")
-    bias = _const_dq(g, conv.input[2]) if len(conv.input) > 2 and conv.input[2] else None
+    bias = const_dq(g, conv.input[2]) if len(conv.input) > 2 and conv.input[2] else None
     if bias is not None:
         old = g.value(bias.input[1]).astype(np.float64)
         new = (old / s * widened).astype(np.float32)
@@ -236,7 +119,7 @@ def _divide_inputs(g: _Graph, conv, s: np.ndarray, widened: float) -> None:
         bias.input[1] = g.add(new, bias.input[1] + "_eq")
 
 
-def _widen(g: _Graph, site: Site, low: float) -> float:
+def _widen(g: Graph, site: Site, low: float) -> float:
     """The product's quantizer (and its DequantizeLinears) over [low, its old high],
     as onnxruntime computes scale and zero point; the new scale over the old."""
     old_low, high = _bounds(g, site.y_q)
@@ -253,7 +136,7 @@ def _widen(g: _Graph, site: Site, low: float) -> float:
     return scale / old_scale
 
 
-def _gate(g: _Graph, site: Site, s: np.ndarray, out: str) -> list:
+def _gate(g: Graph, site: Site, s: np.ndarray, out: str) -> list:
     """hard-sigmoid(x) = clip(alpha/s * x' + beta, 0, 1) as a quantized depthwise 1x1
     Conv on x' writing `out` (the clip is the gate quantizer's saturation)."""
     from onnx import helper
@@ -276,7 +159,7 @@ def _gate(g: _Graph, site: Site, s: np.ndarray, out: str) -> list:
     return [weight, bias, conv]
 
 
-def _product(g: _Graph, site: Site, gate: str) -> list:
+def _product(g: Graph, site: Site, gate: str) -> list:
     """For a HardSwish op: the gate's quantizer over [0, 1] and x' times the gate,
     writing the op's output."""
     from onnx import helper
@@ -293,7 +176,7 @@ def _product(g: _Graph, site: Site, gate: str) -> list:
                              name=site.act.name or base + "_mul")]
 
 
-def _equalize_site(g: _Graph, site: Site, s: np.ndarray, product_low: np.ndarray) -> None:
+def _equalize_site(g: Graph, site: Site, s: np.ndarray, product_low: np.ndarray) -> None:
     _rescale(g, site.producer, s)
     widened = _widen(g, site, float(np.min(s * np.minimum(product_low, 0.0))))
     for conv in site.depthwise:
@@ -313,7 +196,7 @@ def _equalize_site(g: _Graph, site: Site, s: np.ndarray, product_low: np.ndarray
 def equalize(model, ranges: dict) -> dict:
     """Equalize every site of `model` (a QDQ ModelProto, rewritten in place) whose
     x and product have per-channel (low, high) in `ranges`; a summary."""
-    g = _Graph(model)
+    g = Graph(model)
     sites = [site for site in find_sites(model) if _gate_fits(g, site)
              and site.x in ranges and site.y in ranges]
     applied = []
@@ -324,34 +207,3 @@ def equalize(model, ranges: dict) -> dict:
     return {"sites": len(applied),
             "scale_median": round(float(np.median(np.concatenate(applied))), 3) if applied else None,
             "scale_max": round(float(max(a.max() for a in applied)), 3) if applied else None}
-
-
-def float_tensors(float_model) -> list[str]:
-    """x and the product of every Conv -> hard-swish -> depthwise Conv(s) of the float
-    model: the tensors whose per-channel ranges find_sites' sites will ask for, known
-    before quantize_static runs (the calibrating run takes them: passes/hard_swish.py)."""
-    inits = {i.name for i in float_model.graph.initializer}
-    shapes = {i.name: tuple(i.dims) for i in float_model.graph.initializer}
-    users: dict[str, list] = {}
-    for node in float_model.graph.node:
-        for name in node.input:
-            users.setdefault(name, []).append(node)
-
-    def depthwise(node) -> bool:
-        return (node.op_type == "Conv" and len(node.input) > 1 and node.input[1] in inits
-                and shapes[node.input[1]][1:2] == (1,) and attr(node, "group", 1) > 1)
-
-    found = []
-    for conv in (n for n in float_model.graph.node if n.op_type == "Conv"):
-        x = conv.output[0]
-        readers = users.get(x, [])
-        ops = sorted(n.op_type for n in readers)
-        if ops == ["HardSwish"]:
-            y = readers[0].output[0]
-        elif ops == ["HardSigmoid", "Mul"]:
-            y = next(n for n in readers if n.op_type == "Mul").output[0]
-        else:
-            continue
-        if users.get(y) and all(depthwise(n) for n in users[y]):
-            found += [x, y]
-    return found

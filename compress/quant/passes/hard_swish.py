@@ -37,7 +37,7 @@ class _Onnx:
     def channel_tensors(self, float_model) -> list[str]:
         """The tensors whose per-channel ranges the sites will ask for, known before
         quantize_static runs (the calibrating run takes them)."""
-        from compress.quant.swish_equalize import float_tensors
+        from compress.quant.swish_sites import float_tensors
         return float_tensors(float_model)
 
     def apply(self, run) -> dict | None:
@@ -48,8 +48,9 @@ class _Onnx:
         import onnx
 
         from compress.quant import swish_equalize
+        from compress.quant.swish_sites import find_sites
         qdq = onnx.load(str(run.target))
-        sites = swish_equalize.find_sites(qdq)
+        sites = find_sites(qdq)
         if not sites:
             return None
         names = [n for s in sites for n in (s.x, s.y)]

@@ -9,7 +9,7 @@ import onnx
 import pytest
 
 import compress
-from compress.quant import swish_equalize
+from compress.quant import swish_equalize, swish_sites
 from compress.quant.passes.hard_swish import channel_ranges
 from tests.compress.quant.test_int8_techniques import _quantize, _sqnr, tiny, train_on_digits  # noqa: F401,E501
 
@@ -71,7 +71,7 @@ def _quantized(swish, form: str):
 
 def _equalized(swish, form: str):
     float_model, qdq = _quantized(swish, form)
-    sites = swish_equalize.find_sites(qdq)
+    sites = swish_sites.find_sites(qdq)
     names = [n for s in sites for n in (s.x, s.y)]
     ranges, _ = channel_ranges(float_model, names, swish["calibration"])
     before = qdq.SerializeToString()
@@ -84,12 +84,12 @@ def test_every_hard_swish_into_a_depthwise_conv_is_found(swish, tiny, form):
     """The stem's and both blocks' (the pointwise conv's output through hard-swish into
     the depthwise conv), in either form; none in a ReLU network."""
     _, qdq = _quantized(swish, form)
-    sites = swish_equalize.find_sites(qdq)
+    sites = swish_sites.find_sites(qdq)
     assert len(sites) == 3
     assert all((site.gate is not None) == (form == "gate") and len(site.depthwise) == 1
                for site in sites)
     relu = _quantize(tiny["pre"], swish["folder"] / "relu.onnx", tiny["calibration"])
-    assert swish_equalize.find_sites(onnx.load(str(relu))) == []
+    assert swish_sites.find_sites(onnx.load(str(relu))) == []
 
 
 def _depthwise_errors(float_model, qdq, sites, feeds) -> list[float]:
@@ -113,7 +113,7 @@ def test_equalized_depthwise_inputs_are_closer_to_float(swish, form):
     digits, and so are the logits; the narrow channels were scaled up."""
     float_model, before, after, report = _equalized(swish, form)
     assert report["sites"] == 3 and 1.0 < report["scale_max"] <= swish_equalize.MAX_SCALE
-    sites = swish_equalize.find_sites(before)
+    sites = swish_sites.find_sites(before)
     feeds = swish["evaluation"]
     for old, new in zip(_depthwise_errors(float_model, before, sites, feeds),
                         _depthwise_errors(float_model, after, sites, feeds)):
@@ -199,8 +199,8 @@ def test_the_calibrating_run_takes_the_per_channel_ranges(swish, monkeypatch, tm
     from compress.quant import float_pass
     from compress.quant.passes import hard_swish as int8_steps
     float_model, qdq = _quantized(swish, "gate")
-    names = swish_equalize.float_tensors(float_model)
-    assert names == [n for s in swish_equalize.find_sites(qdq) for n in (s.x, s.y)]
+    names = swish_sites.float_tensors(float_model)
+    assert names == [n for s in swish_sites.find_sites(qdq) for n in (s.x, s.y)]
     feeds = swish["calibration"]
     taken = float_pass.calibrating_pass(float_model, feeds, [0], channels=names).channels
     own, _ = channel_ranges(float_model, names, feeds)
