@@ -35,7 +35,8 @@ from pathlib import Path
 
 import numpy as np
 
-from compress.quant.float_pass import Layer, LayerPass, layer_pass
+from compress.quant.float_pass import LayerPass, layer_pass
+from compress.quant.layer_pairs import Layer
 from compress.quant.qdq_nodes import array, attr
 
 

@@ -7,12 +7,12 @@ Two ways to make it:
   layer_pass(float_model, qdq, feeds)
       one run of the float model over `feeds`, after quantize_static calibrated with
       a run of its own;
-  calibrating_pass(...), then layer_pass(..., known=...)
+  calibrating_pass(...), then its Calibrated.layer_pass(float_model, qdq, feeds)
       the run that finds quantize_static's MinMax ranges (every calibrated tensor's
       lowest and highest value: ranges.py writes them as the cache quantize_static
       reads) also takes, on the chosen feeds, what does not depend on the
-      quantization: the plain means, H, the outputs. layer_pass then runs the float
-      model once more for the quantized means alone, which need the ranges.
+      quantization: the plain means, H, the outputs. Calibrated.layer_pass then runs
+      the float model once more for the quantized means alone, which need the ranges.
 The second saves one of the three float runs the stage made, and onnxruntime's
 calibration run with a ReduceMin and a ReduceMax per tensor, which was the slower of
 the two (docs/rounding.md, "Compression time").
@@ -23,82 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from compress.quant.qdq_nodes import array, attr, dequantize
-
-CORRECTABLE = ("Conv", "Gemm")
-
-
-@dataclass(frozen=True)
-class Layer:
-    node: object                       # the Conv / Gemm of the QDQ model
-    weight_q: np.ndarray               # its dequantized weight, W_q
-    bias: str                          # the bias initializer to rewrite
-    bias_scale: np.ndarray | None      # int32 bias scale; None for a float bias
-    input_q: tuple | None              # (scale, zero point) of its input's quantization
-
-
-def _const_dq(name: str, producer: dict, inits: dict):
-    """The DequantizeLinear producing `name` from initializers only, or None."""
-    node = producer.get(name)
-    if node is None or node.op_type != "DequantizeLinear":
-        return None
-    return node if all(n in inits for n in node.input if n) else None
-
-
-def _input_quantization(name: str, producer: dict, inits: dict) -> tuple | None:
-    """(scale, zero point) of the DequantizeLinear feeding a layer, or None."""
-    node = producer.get(name)
-    if node is None or node.op_type != "DequantizeLinear" or node.input[1] not in inits \
-            or array(inits, node.input[1]).size != 1:  # activations: one scale per tensor
-        return None
-    zero = (array(inits, node.input[2]) if len(node.input) > 2 and node.input[2]
-            else np.uint8(0))  # onnxruntime's default zero point type
-    return array(inits, node.input[1]), zero
-
-
-def _layer(node, producer: dict, inits: dict) -> Layer | None:
-    """The correctable quantized layer at `node`, or None."""
-    if (node.op_type not in CORRECTABLE or len(node.input) < 3 or not node.input[2]
-            or attr(node, "transA", 0)):
-        return None
-    weight, bias_dq = (_const_dq(n, producer, inits) for n in node.input[1:3])
-    if weight is None:
-        return None  # a layer kept in float
-    if bias_dq is not None:
-        bias, bias_scale = bias_dq.input[0], array(inits, bias_dq.input[1]).astype(np.float64)
-    elif node.input[2] in inits:
-        bias, bias_scale = node.input[2], None
-    else:
-        return None
-    return Layer(node, dequantize(weight, inits), bias, bias_scale,
-                 _input_quantization(node.input[0], producer, inits))
-
-
-def float_layers(float_model) -> list:
-    """The float model's Conv / Gemm nodes with a constant weight, in graph order: the
-    layers a pass can pair with quantized ones. A layer's place here seeds its H's draws,
-    so both ways of making the pass draw the same rows."""
-    weights = {i.name for i in float_model.graph.initializer}
-    return [n for n in float_model.graph.node
-            if n.op_type in CORRECTABLE and len(n.input) > 1 and n.input[1] in weights]
-
-
-def _matched_layers(float_model, qdq, inits: dict) -> tuple[list, int]:
-    """[(correctable QDQ layer, its float node)] and how many quantized Conv/Gemm were
-    left out. Nodes are matched by name, which quantize_static keeps (a fused Relu
-    renames the output); by output name where a node has none."""
-    producer = {o: n for n in qdq.graph.node for o in n.output}
-    candidates = float_layers(float_model)
-    by_name = {n.name: n for n in candidates if n.name}
-    by_output = {n.output[0]: n for n in candidates}
-    pairs, seen = [], 0
-    for node in (n for n in qdq.graph.node if n.op_type in CORRECTABLE):
-        seen += 1
-        layer = _layer(node, producer, inits)
-        twin = by_name.get(node.name) if node.name else by_output.get(node.output[0])
-        if layer and twin and twin.op_type == node.op_type:
-            pairs.append((layer, twin))
-    return pairs, seen - len(pairs)
+from compress.quant.layer_pairs import Layer, float_layers, matched_layers
 
 
 def _channel_mean(x: np.ndarray) -> np.ndarray:
@@ -123,6 +48,15 @@ def _quantized_mean(x: np.ndarray, scale: np.ndarray, zero: np.ndarray) -> np.nd
     return _channel_mean(q) * scale.item()  # one scale per tensor
 
 
+@dataclass(frozen=True)
+class Chosen:
+    """The feeds (by index) on which the calibrating run also takes what layer_pass
+    would take from them, and what of it beside the plain means: H, the float outputs."""
+    indices: list
+    hessians: bool = False
+    outputs: bool = False
+
+
 @dataclass
 class Calibrated:
     """What the calibrating run took: every calibrated tensor's ranges.TensorStats (over
@@ -144,6 +78,19 @@ class Calibrated:
                                    for s in self.stats.values()):
             return None
         return {name: (min(s.lows), max(s.highs)) for name, s in self.stats.items()}
+
+    def layer_pass(self, float_model, qdq, feeds: list[dict], threads: int | None = None, *,
+                   hessians: bool = False, outputs: bool = False) -> LayerPass:
+        """layer_pass over `feeds`, the chosen feeds of this run, from what it took:
+        only the inputs the QDQ model quantizes are read, for their quantized means."""
+        inits = {i.name: i for i in qdq.graph.initializer}
+        pairs, skipped = matched_layers(float_model, qdq, inits)
+        plain = [self.plain[twin.input[0]] for _, twin in pairs]
+        seen = LayerPass(pairs, skipped, plain, [0.0] * len(pairs),
+                         [self.hessians.get(twin.output[0]) if hessians else None
+                          for _, twin in pairs], self.outputs if outputs else None)
+        _quantized_means(seen, float_model, feeds, threads)
+        return seen
 
 
 @dataclass
@@ -186,23 +133,15 @@ class LayerPass:
 
 
 def layer_pass(float_model, qdq, feeds: list[dict], threads: int | None = None, *,
-               hessians: bool = False, outputs: bool = False,
-               known: Calibrated | None = None) -> LayerPass:
+               hessians: bool = False, outputs: bool = False) -> LayerPass:
     """One run of the float model over `feeds` with every matched layer's input a graph
-    output; one feed's tensors at a time. With `known` (calibrating_pass over the same
-    feeds), only the inputs the QDQ model quantizes are read, for their quantized means."""
+    output; one feed's tensors at a time. (After calibrating_pass over the same feeds,
+    Calibrated.layer_pass makes the same from what that run took.)"""
     from compress.quant.float_probe import tensor_values
     from compress.quant.hessian import hessians as accumulators
 
     inits = {i.name: i for i in qdq.graph.initializer}
-    pairs, skipped = _matched_layers(float_model, qdq, inits)
-    if known is not None:
-        plain = [known.plain[twin.input[0]] for _, twin in pairs]
-        seen = LayerPass(pairs, skipped, plain, [0.0] * len(pairs),
-                         [known.hessians.get(twin.output[0]) if hessians else None
-                          for _, twin in pairs], known.outputs if outputs else None)
-        _quantized_means(seen, float_model, feeds, threads)
-        return seen
+    pairs, skipped = matched_layers(float_model, qdq, inits)
     layers = float_layers(float_model)
     seeds = {n.output[0]: k for k, n in enumerate(layers)}
     held = (accumulators(float_model, layers, len(feeds)) if hessians
@@ -237,28 +176,27 @@ def _quantized_means(seen: LayerPass, float_model, feeds: list[dict], threads) -
             seen.take(i, values[name], len(feeds), taken, plain=False)
 
 
-def calibrating_pass(float_model, feeds: list[dict], chosen: list[int],
-                     threads: int | None = None, *, hessians: bool = False,
-                     outputs: bool = False, advance=None, channels=()) -> Calibrated:
+def calibrating_pass(float_model, feeds: list[dict], chosen: Chosen,
+                     threads: int | None = None, *, advance=None, channels=()) -> Calibrated:
     """One run of the float model over all `feeds` with every tensor quantize_static
     calibrates a graph output: each one's lowest and highest value per feed, and per
     channel (axis 1) for the tensors named in `channels` (hard-swish equalization's);
-    and on the feeds at the indices `chosen`, every float layer's input mean and H, and
-    the outputs, as layer_pass would take them from those feeds."""
+    and on the `chosen` feeds, every float layer's input mean and (as asked) H and the
+    outputs, as layer_pass would take them from those feeds."""
     from compress.quant.float_probe import tensor_values
     from compress.quant.hessian import hessians as accumulators
     from compress.quant.ranges import TensorStats, calibrated_tensors
 
     layers = float_layers(float_model)
-    held = (accumulators(float_model, layers, len(chosen)) if hessians
+    held = (accumulators(float_model, layers, len(chosen.indices)) if chosen.hessians
             else [None] * len(layers))
     names = calibrated_tensors(float_model)
     stats = {name: TensorStats() for name in names}
-    ends = [o.name for o in float_model.graph.output] if outputs else []
+    ends = [o.name for o in float_model.graph.output] if chosen.outputs else []
     inputs = list(dict.fromkeys(n.input[0] for n in layers))
     found = Calibrated(stats, {}, {n.output[0]: h for n, h in zip(layers, held)},
-                       [] if outputs else None, chosen=list(chosen))
-    picked = set(chosen)
+                       [] if chosen.outputs else None, chosen=list(chosen.indices))
+    picked = set(chosen.indices)
     # unoptimized as onnxruntime's calibrator runs it: the same ranges to the bit, so
     # the same quantized file as quantize_static calibrating for itself
     for k, values in enumerate(tensor_values(float_model, [*names, *inputs, *ends, *channels],
@@ -269,7 +207,7 @@ def calibrating_pass(float_model, feeds: list[dict], chosen: list[int],
         for name in channels:
             add_channel_range(found.channels, name, values[name])
         if k in picked:
-            _take_chosen(found, layers, held, values, ends, len(chosen))
+            _take_chosen(found, layers, held, values, ends, len(chosen.indices))
         if advance is not None:
             advance(1)
     return found

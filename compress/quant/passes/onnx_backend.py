@@ -1,7 +1,7 @@
 """The ONNX backend of the INT8 runner (runner.py), int8-static's way through onnxruntime:
 quantize_static is the quantizer (ort_int8.py); the one float pass is float_pass.py's,
 made by the run that finds quantize_static's MinMax ranges where it can stand for
-onnxruntime's calibration (calibrating_pass), then by layer_pass on the quantized
+onnxruntime's calibration (calibrating_pass), then by its layer_pass on the quantized
 graph; the check scores each candidate in onnxruntime, in memory, on CHECK_FEEDS of the
 float pass's feeds against the outputs that pass took. Measured on the conformance
 corpus: docs/int8.md, docs/rounding.md.
@@ -146,15 +146,15 @@ class OnnxRun:
             return None
         import onnx
 
-        from compress.quant.float_pass import calibrating_pass
+        from compress.quant.float_pass import Chosen, calibrating_pass
         from compress.quant.ranges import write_cache
         model = onnx.load(str(self.source))
         channels = [name for each in plan.passes if each.needs(config).channels
                     for name in each.backends[self.name].channel_tensors(model)]
         with self.ctx.progress.task(f"calibrating (minmax, {len(self.feeds)} feeds) and the "
                                     "float pass", len(self.feeds)) as advance, beside_onnxruntime():
-            found = calibrating_pass(model, self.feeds, self.chosen, os.cpu_count() or 1,
-                                     hessians=plan.needs.hessians, outputs=plan.needs.outputs,
+            chosen = Chosen(self.chosen, plan.needs.hessians, plan.needs.outputs)
+            found = calibrating_pass(model, self.feeds, chosen, os.cpu_count() or 1,
                                      advance=advance, channels=channels)
         ranges = found.minmax()
         if ranges is not None:
@@ -174,10 +174,11 @@ class OnnxRun:
         what = " + ".join(each.backends[self.name].title(self.settings) for each in passes)
         with self.ctx.progress.task(f"{what}, {len(feeds)} feeds", None):
             float_model, qdq = onnx.load(str(self.source)), onnx.load(str(self.target))
+            # after the calibrating run, what it took and a run for the quantized means
+            run_pass = layer_pass if self.known is None else self.known.layer_pass
             with beside_onnxruntime():
-                seen = layer_pass(float_model, qdq, feeds, os.cpu_count() or 1,
-                                  hessians=plan.needs.hessians, outputs=plan.needs.outputs,
-                                  known=self.known)
+                seen = run_pass(float_model, qdq, feeds, os.cpu_count() or 1,
+                                hessians=plan.needs.hessians, outputs=plan.needs.outputs)
             work = OnnxLayers(qdq, seen, float_model, len(feeds))
             if plan.checked:
                 self.meta["bias_correction"] = self._checked(passes, work, feeds)

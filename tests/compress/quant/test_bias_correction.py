@@ -166,6 +166,7 @@ def test_numpy_works_beside_onnxruntime_on_one_blas_thread(
         monkeypatch.setattr(module, name, call)
     recorded(float_pass, "calibrating_pass")
     recorded(float_pass, "layer_pass")
+    recorded(float_pass.Calibrated, "layer_pass")  # the pass after the calibrating run
     recorded(rounding, "round_weights")
     # two BLAS threads to tell apart from one, also where the test workers hold BLAS to one
     with threadpool_limits(2, user_api="blas"):

@@ -34,7 +34,8 @@ def test_the_calibrating_run_finds_onnxruntimes_ranges_and_the_same_file(tiny, t
     quantize_static reading them from the cache writes the file it writes calibrating
     for itself, byte for byte."""
     feeds = tiny["calibration"]
-    found = float_pass.calibrating_pass(onnx.load(str(tiny["pre"])), feeds, [0]).minmax()
+    found = float_pass.calibrating_pass(onnx.load(str(tiny["pre"])), feeds,
+                                         float_pass.Chosen([0])).minmax()
     theirs = _onnxruntime_ranges(tiny["pre"], feeds, tmp_path)
     assert len(theirs) > 10 and set(theirs) <= set(found)
     for name, (low, high) in theirs.items():
@@ -56,9 +57,10 @@ def test_the_pass_from_the_calibrating_run_equals_a_pass_of_its_own(tiny, tmp_pa
     indices = spread(list(range(len(feeds))), 16)
     chosen = [feeds[i] for i in indices]
     own = float_pass.layer_pass(model, qdq, chosen, hessians=True, outputs=True)
-    known = float_pass.calibrating_pass(model, feeds, indices, hessians=True, outputs=True)
+    known = float_pass.calibrating_pass(
+        model, feeds, float_pass.Chosen(indices, hessians=True, outputs=True))
     assert known.chosen == indices  # round_and_correct takes the quantized means on these
-    taken = float_pass.layer_pass(model, qdq, chosen, hessians=True, outputs=True, known=known)
+    taken = known.layer_pass(model, qdq, chosen, hessians=True, outputs=True)
     assert len(taken.pairs) == len(own.pairs) == 8 and taken.skipped == own.skipped
     for a, b in [*zip(taken.plain, own.plain), *zip(taken.quantized, own.quantized)]:
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)

@@ -202,7 +202,8 @@ def test_the_calibrating_run_takes_the_per_channel_ranges(swish, monkeypatch, tm
     names = swish_sites.float_tensors(float_model)
     assert names == [n for s in swish_sites.find_sites(qdq) for n in (s.x, s.y)]
     feeds = swish["calibration"]
-    taken = float_pass.calibrating_pass(float_model, feeds, [0], channels=names).channels
+    taken = float_pass.calibrating_pass(float_model, feeds, float_pass.Chosen([0]),
+                                        channels=names).channels
     own, _ = channel_ranges(float_model, names, feeds)
     for name in names:
         for a, b in zip(taken[name], own[name]):
