@@ -6,6 +6,7 @@ import io
 import logging
 import os
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
@@ -32,11 +33,22 @@ def _quiet():
     return stack
 
 
-def export_onnx(model, example_inputs: Sequence, input_names: Sequence[str], path: Path, *,
-                opset: int, dynamic_batch: bool, exporter: str) -> dict:
+@dataclass(frozen=True)
+class OnnxExport:
+    """How to export: the opset, a batch axis left free, and which torch exporter
+    ("dynamo", or "legacy" for TorchScript)."""
+    opset: int
+    dynamic_batch: bool = False
+    exporter: str = "dynamo"
+
+
+def export_onnx(model, example_inputs: Sequence, input_names: Sequence[str], path: Path,
+                how: OnnxExport) -> dict:
     """Export `model` to `path` (single file, weights inline). Returns what was written."""
     import onnx
     import torch
+
+    opset, dynamic_batch, exporter = how.opset, how.dynamic_batch, how.exporter
 
     try:
         with torch.no_grad():

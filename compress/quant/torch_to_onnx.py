@@ -19,10 +19,10 @@ def dynamic_batch_example(inputs: dict, names: list[str]) -> tuple[tuple, list |
 
 
 def export_quantized(model, example: tuple, path: Path, ctx) -> None:
-    from export.onnx import ExportFailed, export_onnx
+    from export.onnx import ExportFailed, OnnxExport, export_onnx
     try:
         export_onnx(model, list(example), [d.name for d in ctx.pipeline.model.inputs], path,
-                    opset=18, exporter="dynamo", dynamic_batch=False)
+                    OnnxExport(opset=18))
     except ExportFailed as exc:
         raise ModelError(f"the quantized torch model could not be exported to ONNX: {exc}") from None
 

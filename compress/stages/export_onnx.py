@@ -36,7 +36,7 @@ class ExportOnnx(StageConfig):
 def run(artifact, config: ExportOnnx, ctx) -> list[Output]:
     torch = require("torch", "export.onnx")
     require("onnxscript", "export.onnx with the dynamo exporter")
-    from export.onnx import ExportFailed, export_onnx, parity
+    from export.onnx import ExportFailed, OnnxExport, export_onnx, parity
 
     model = ctx.torch_model(artifact)
     spec = ctx.pipeline.model
@@ -49,8 +49,8 @@ def run(artifact, config: ExportOnnx, ctx) -> list[Output]:
     path = ctx.out_dir / "model.onnx"
     ctx.progress.note(f"exporting to ONNX (opset {config.opset}, {config.exporter} exporter)")
     try:
-        info = export_onnx(model, example, names, path, opset=config.opset,
-                           dynamic_batch=spec.dynamic_batch, exporter=config.exporter)
+        info = export_onnx(model, example, names, path, OnnxExport(
+            config.opset, dynamic_batch=spec.dynamic_batch, exporter=config.exporter))
     except ExportFailed as exc:
         raise ModelError(f"{exc}. Try `exporter: legacy` or another opset") from None
     check = parity(path, feeds, torch_outputs(model, ctx.inputs, feeds, torch))

@@ -65,9 +65,8 @@ def efficientnet_model(folder: Path) -> tuple[Path, np.ndarray]:
 
 def export(model, image: np.ndarray, path: Path) -> Path:
     import torch
-    from export.onnx import export_onnx
-    export_onnx(model, (torch.from_numpy(image),), ["image"], path, opset=18,
-                dynamic_batch=False, exporter="dynamo")
+    from export.onnx import OnnxExport, export_onnx
+    export_onnx(model, (torch.from_numpy(image),), ["image"], path, OnnxExport(opset=18))
     return path
 
 
