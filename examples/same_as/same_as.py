@@ -6,15 +6,22 @@ are left out.
 
     python examples/same_as/same_as.py REF [--only NAME ...] [--rounds 1]
 
+    python examples/same_as/same_as.py REF AT     (two commits, neither checked out)
+
 REF runs whole (its documents hold the whole corpus); its fingerprint is kept in
-runs/same-as/<commit>.json and reused. The working tree runs whole too, or only the
+runs/same-as/<commit>-<host>.json and reused on this kind of CPU only: INT8 kernels, and
+so fidelity figures, differ between CPUs (VNNI or not, x86 or Arm). The working tree runs whole too, or only the
 models --only names (a name part, as the two scripts take it), compared with REF's rows
-of the same names. Exit 0: the same files and figures; 1: something differs (listed);
+of the same names. An ONNX file is compared by the sha256 of its model with the torch
+exporter's per-node notes left out (`pkg.torch.onnx.*`, `namespace`: the source file,
+line and Python module of each node, which move when code moves and never change what a
+node computes); every other file byte for byte. Exit 0: the same files and figures; 1: something differs (listed);
 2: bad input.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -32,6 +39,42 @@ UNTRACKED = (".venv", ".venv-nncf", "examples/conformance/stateful/gru_step.onnx
              "examples/conformance/stateful/split.npz")
 # keys that hold a time, a machine's state or a path of the run: not part of what is made
 TIMED = ("seconds", "_ms", "wall_s", "p50", "throughput", "memory", "path")
+# the torch exporter's per-node notes: where in the source each node came from
+SOURCE_NOTES = ("pkg.torch.onnx.", "namespace")
+
+
+def content_sha256(path: Path) -> str:
+    """sha256 of the file; for ONNX, of the model without the exporter's source notes."""
+    if path.suffix != ".onnx":
+        return hashlib.sha256(path.read_bytes()).hexdigest()
+    import onnx
+    model = onnx.load(str(path), load_external_data=False)
+    for graph in _graphs(model.graph):
+        for node in graph.node:
+            kept = [p for p in node.metadata_props if not p.key.startswith(SOURCE_NOTES)]
+            del node.metadata_props[:]
+            node.metadata_props.extend(kept)
+    return hashlib.sha256(model.SerializeToString(deterministic=True)).hexdigest()
+
+
+def _graphs(graph):
+    """A graph and the graphs inside its nodes (If, Loop, Scan bodies), at any depth."""
+    yield graph
+    for node in graph.node:
+        for attribute in node.attribute:
+            if attribute.HasField("g"):
+                yield from _graphs(attribute.g)
+            for sub in attribute.graphs:
+                yield from _graphs(sub)
+
+
+def host_tag() -> str:
+    """The CPU's kind (model and flags): INT8 kernels, so figures, depend on it."""
+    import platform
+    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
+    lines = sorted({line for line in text.splitlines()
+                    if line.startswith(("model name", "flags", "Features", "CPU part"))})
+    return hashlib.sha256("\n".join([platform.machine(), *lines]).encode()).hexdigest()[:10]
 
 
 def untimed(value):
@@ -44,20 +87,33 @@ def untimed(value):
     return value
 
 
-def fingerprint(conformance: Path, anchors: Path) -> dict:
-    """Per model: each file's sha256 and size, the stage's record of what it made, and
-    every fidelity figure (the pipeline's own metric per artifact, target and engine)."""
+def fingerprint(conformance: Path, anchors: Path, tree: Path) -> dict:
+    """Per model: each file's content sha256 and size, the stage's record of what it made,
+    and every fidelity figure (the pipeline's own metric per artifact, target and engine)."""
     out = {}
     for row in json.loads(conformance.read_text()):
         metrics = {f"{b['artifact']}@{b['target']}@{b['engine']}": untimed(b.get("metric"))
                    for b in row.get("benchmarks", [])}
+        artifacts = {a["id"]: {**a, "sha256": _made_file_sha256(tree, a)}
+                     for a in row.get("artifacts", [])}
         out[f"conformance: {row['name']}"] = untimed(
-            {"artifacts": {a["id"]: a for a in row.get("artifacts", [])},
-             "fidelity": row.get("fidelity"), "metrics": metrics,
+            {"artifacts": artifacts, "fidelity": row.get("fidelity"), "metrics": metrics,
              "by_hand_identical": row.get("by_hand_identical")})
     for row in json.loads(anchors.read_text()):
-        out[f"anchors: {row['name']}"] = untimed(row.get("tools"))
+        tools = {name: {**tool, "sha256": content_sha256(tree / tool["path"])}
+                 if tool.get("path") else tool for name, tool in row.get("tools", {}).items()}
+        out[f"anchors: {row['name']}"] = untimed(tools)
     return out
+
+
+def _made_file_sha256(tree: Path, artifact: dict) -> str:
+    """The content sha256 of a conformance run's artifact (its run folder is the one
+    holding a file of that path and byte sha256)."""
+    for path in (tree / "runs" / "conformance").glob(f"*/{artifact['path']}"):
+        if hashlib.sha256(path.read_bytes()).hexdigest() == artifact["sha256"]:
+            return content_sha256(path)
+    sys.exit(f"same-as: no file of {artifact['id']} ({artifact['path']}) under "
+             f"{tree / 'runs' / 'conformance'}")
 
 
 def differences(before, after, where="") -> list[str]:
@@ -116,7 +172,7 @@ def run_corpus(tree: Path, rounds: int, only: list[str] | None) -> dict:
         done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
         if done.returncode not in (0, 1):   # 1: the pipeline less faithful somewhere
             sys.exit(f"{script} failed in {tree}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
-    return fingerprint(rows["conformance"], rows["anchors"])
+    return fingerprint(rows["conformance"], rows["anchors"], tree)
 
 
 def commit_of(ref: str) -> str:
@@ -131,8 +187,8 @@ def commit_of(ref: str) -> str:
 
 def made_at(commit: str | None, rounds: int, only: list[str] | None = None) -> dict:
     """The fingerprint of a commit (whole, kept in CACHE) or of the working tree (None)."""
-    cached = CACHE / f"{commit}.json"
-    if commit and cached.exists():
+    cached = CACHE / f"{commit}-{host_tag()}.json"
+    if commit and not only and cached.exists():
         print(f"reference: {commit[:12]}, from {cached.relative_to(REPO)}")
         return json.loads(cached.read_text())
     print(f"{'reference: ' + commit[:12] if commit else 'this tree'}: make conformance and "
@@ -141,7 +197,7 @@ def made_at(commit: str | None, rounds: int, only: list[str] | None = None) -> d
         tree = Path(scratch) / "tree"
         copy_of(commit, tree)
         found = run_corpus(tree, rounds, only)
-    if commit:
+    if commit and not only:
         CACHE.mkdir(parents=True, exist_ok=True)
         cached.write_text(json.dumps(found, indent=1, sort_keys=True))
     return found
@@ -150,11 +206,12 @@ def made_at(commit: str | None, rounds: int, only: list[str] | None = None) -> d
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("ref", help="the commit to compare this working tree with")
+    parser.add_argument("at", nargs="?", help="a commit to compare instead of this working tree")
     parser.add_argument("--only", nargs="*", help="corpus models by name (default: all)")
     parser.add_argument("--rounds", type=int, default=1, help="timing rounds (not compared)")
     args = parser.parse_args()
     before = made_at(commit_of(args.ref), args.rounds)
-    after = made_at(None, args.rounds, args.only)
+    after = made_at(commit_of(args.at) if args.at else None, args.rounds, args.only)
     if args.only:   # REF's rows of the models run here
         before = {key: row for key, row in before.items() if key in after}
     found = differences(before, after)
@@ -164,8 +221,8 @@ def main() -> int:
         print(f"DIFFERENT: {len(found)} difference(s)")
         print("\n".join(f"  {line}" for line in found))
         return 1
-    print(f"SAME: {len(after)} corpus rows, {files} files (sha256) and every fidelity "
-          f"figure as at {args.ref}")
+    print(f"SAME: {len(after)} corpus rows, {files} files (sha256, ONNX without the "
+          f"exporter's source notes) and every fidelity figure as at {args.ref}")
     return 0
 
 
