@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-remote test-runs test-emulated accelerator-envs openvino-env qnn-env gpu-env efficientnet-gpu setup clean efficientnet engines prune-distill minilm tflite accuracy-aware search \
-	runner-overhead ssh-loopback fleet search-ray conformance memory
+	runner-overhead ssh-loopback fleet search-ray conformance memory emulated-pi
 
 setup: $(STAMP)
 
@@ -78,15 +78,15 @@ test: $(STAMP)
 # Searches killed with SIGKILL and resumed, runs kept, rerun, resumed and compared, two runs
 # into one folder at once, searches on a local Ray instance against serial ones, a pipeline
 # per accelerator target, and the other whole-process suites (the bad-input corpus as CLI
-# runs, QAT, neural-compressor, power meters, the fuzzing): ~14 minutes on 2 cores, kept
-# out of `make test`, which stays under 5
+# runs, QAT, neural-compressor, power meters, the fuzzing): kept out of `make test`, which
+# stays under 5 minutes
 test-runs: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope -m runs $(PYTEST_ARGS)
 
-# SSH targets against a loopback sshd (skipped without one), ~5 minutes: kept out of
-# `make test`
+# SSH targets against loopback sshd servers (skipped without one): kept out of `make
+# test`. Tests spread over the workers one by one (load): each worker starts its own sshd.
 test-remote: $(STAMP)
-	$(PY) -m pytest -q -m remote $(PYTEST_ARGS)
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist load -m remote $(PYTEST_ARGS)
 
 # The emulated Raspberry Pi (arm64 Debian under qemu-user, sshd in it): needs root for
 # apt-get, binfmt and chroot; the first run builds the arm64 userland (minutes), later
@@ -94,6 +94,12 @@ test-remote: $(STAMP)
 test-emulated: $(STAMP)
 	bash tests/device/setup_host.sh
 	$(PY) -m pytest -q -m emulated $(PYTEST_ARGS)
+
+# the emulated Pi's arm64 userland alone (built or reused; test-emulated builds it when
+# missing): CI builds it beside the other suites
+emulated-pi: $(STAMP)
+	bash tests/device/setup_host.sh
+	$(PY) -m tests.device.emulated_pi build
 
 # Execution providers that ship their own `onnxruntime` module get an environment each:
 # onnxruntime-openvino (OpenVINO), onnxruntime-qnn (Qualcomm QNN, with the HTP simulator on
@@ -144,9 +150,12 @@ examples/conformance/stateful/gru_step.onnx: $(STAMP) examples/conformance/state
 	$(PY) examples/conformance/stateful/train.py
 
 # every corpus model through its pipeline, beside onnxruntime's quantize_static by hand;
-# writes docs/conformance.md and .json; exit 1 if the pipeline is less faithful anywhere
+# writes docs/conformance.md and .json; exit 1 if the pipeline is less faithful anywhere.
+# CONFORMANCE_ARGS: e.g. "--rounds 1 --runs 20", fewer timed runs (CI, which checks the
+# fidelity; the timings in docs/ come from the default three rounds of 60)
+CONFORMANCE_ARGS ?=
 conformance: $(CORPUS_STAMP) examples/conformance/stateful/gru_step.onnx
-	$(PY) examples/conformance/run.py
+	$(PY) examples/conformance/run.py $(CONFORMANCE_ARGS)
 
 # Anchors (examples/anchors): each CNN of the corpus quantized by the pipeline, by
 # quantize_static by hand, by NNCF and (TFLite) by ai-edge-quantizer's defaults, judged and
@@ -169,13 +178,14 @@ anchors: $(CORPUS_STAMP) nncf-env
 	$(PY) examples/anchors/run.py
 
 # The proof that a change made the same things: make conformance and make anchors on a copy
-# of REF and on a copy of this working tree, every file's sha256 and every fidelity figure
-# compared (timings left out). REF's fingerprint is kept in runs/same-as/. ONLY=name parts
-# runs only those models here.
+# of REF and on a copy of this working tree (AT=<commit>: of that commit), every file's
+# sha256 and every fidelity figure compared (timings left out; ONNX without the exporter's
+# source notes). A commit's fingerprint is kept in runs/same-as/, per kind of CPU. ONLY=name
+# parts runs only those models here.
 .PHONY: same-as
 same-as: $(CORPUS_STAMP) examples/conformance/stateful/gru_step.onnx nncf-env
 	@test -n "$(REF)" || { echo "give the commit to compare with: make same-as REF=<commit>"; exit 2; }
-	$(PY) examples/same_as/same_as.py $(REF) $(if $(ONLY),--only $(ONLY))
+	$(PY) examples/same_as/same_as.py $(REF) $(AT) $(if $(ONLY),--only $(ONLY))
 
 # peak memory of `compress run` on a 1 GB MatMul/Gemm model, per scheme (docs/memory.md)
 memory: $(STAMP)

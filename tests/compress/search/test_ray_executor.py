@@ -79,32 +79,3 @@ def test_a_task_lost_with_its_worker_is_a_failed_trial_not_a_crash():
         ray.shutdown()
     assert answers["kept"] == {"artifacts": {}}
     assert answers["lost"]["stage_error"] and "its Ray task was lost" in answers["lost"]["message"]
-
-
-def test_the_search_example_on_ray_makes_the_serial_files(tmp_path):
-    """examples/search/ray.yaml reduced to one trial (EfficientNet-Lite0, int8-static
-    ONNX and int8 TFLite: where thread counts would change the bytes)."""
-    import yaml
-
-    from tests.conftest import REPO
-    example = REPO / "examples" / "search"
-    data = yaml.safe_load((example / "ray.yaml").read_text())
-    data["search"]["space"] = {"prune": [False], "quantize.scheme": ["int8-static"],
-                               "quantize.calibration": ["minmax"], "tflite.mode": ["int8"]}
-    data["stages"][-1].update(warmup=1, runs=3, rounds=1)
-    data["executor"]["num_cpus"] = 2
-    path = example / f".ray-test-{tmp_path.name}.yaml"   # beside its model and data code
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
-    files = {}
-    try:
-        for executor in ("local", "ray"):
-            child = subprocess.run([sys.executable, "-m", "compress", "run", str(path),
-                                    "--output", str(tmp_path / executor), "--executor",
-                                    executor, "--quiet"], capture_output=True, text=True,
-                                   timeout=600)
-            assert child.returncode in (0, 1), child.stderr[-3000:]
-            report = json.loads(next((tmp_path / executor).glob("*/report.json")).read_text())
-            files[executor] = {a["id"]: a["sha256"] for a in report["artifacts"]}
-    finally:
-        path.unlink()
-    assert files["ray"] == files["local"] and len(files["local"]) == 5
