@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -150,9 +151,13 @@ def copy_of(ref: str | None, into: Path) -> None:
                                  check=True).stdout
         subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
     for name in UNTRACKED:
-        if (REPO / name).exists():
+        source = REPO / name
+        if source.exists():
             (into / name).parent.mkdir(parents=True, exist_ok=True)
-            (into / name).symlink_to(REPO / name)
+            if source.is_dir():     # the environments: linked
+                (into / name).symlink_to(source)
+            else:   # a model file is read from its own folder (a link out is refused)
+                shutil.copy2(source, into / name)
 
 
 def run_corpus(tree: Path, rounds: int, only: list[str] | None) -> dict:
@@ -169,9 +174,15 @@ def run_corpus(tree: Path, rounds: int, only: list[str] | None) -> dict:
         else:
             rows[name] = tree / "docs" / f"{name}.json"
         print(f"  {script}", flush=True)
+        started = time.time()
         done = subprocess.run(command, cwd=tree, env=env, capture_output=True, text=True)
-        if done.returncode not in (0, 1):   # 1: the pipeline less faithful somewhere
-            sys.exit(f"{script} failed in {tree}:\n{done.stdout[-3000:]}{done.stderr[-3000:]}")
+        written = rows[name].exists() and rows[name].stat().st_mtime >= started
+        # 1: the pipeline less faithful somewhere, with its documents written; a crash
+        # exits 1 too, and leaves the documents REF's checkout came with
+        if done.returncode not in (0, 1) or not written:
+            sys.exit(f"{script} failed in {tree} (exit {done.returncode}, "
+                     f"{rows[name].name} {'written' if written else 'not written'}):\n"
+                     f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
     return fingerprint(rows["conformance"], rows["anchors"], tree)
 
 
