@@ -183,7 +183,9 @@ def run_corpus(tree: Path, rounds: int, only: list[str] | None) -> dict:
             sys.exit(f"{script} failed in {tree} (exit {done.returncode}, "
                      f"{rows[name].name} {'written' if written else 'not written'}):\n"
                      f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
-    return fingerprint(rows["conformance"], rows["anchors"], tree)
+    found = fingerprint(rows["conformance"], rows["anchors"], tree)
+    # messages that name a file (a load error) name it in this copy's scratch folder
+    return json.loads(json.dumps(found).replace(str(tree), "<tree>"))
 
 
 def commit_of(ref: str) -> str:
