@@ -1,0 +1,65 @@
+"""examples/same_as: what counts as the same file. An ONNX file is the same model whatever
+source notes the torch exporter wrote on its nodes (inside subgraphs too); a changed weight
+or operator is not the same."""
+import sys
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from tests.conftest import REPO
+
+sys.path.insert(0, str(REPO / "examples" / "same_as"))
+import same_as  # noqa: E402
+
+
+def _model(path, weight=1.0, note="a.py, line 1", op="Relu"):
+    """x * w -> op, and an If whose branch holds a node with a note too."""
+    w = numpy_helper.from_array(np.full((2,), weight, np.float32), "w")
+    mul = helper.make_node("Mul", ["x", "w"], ["y"], name="mul")
+    act = helper.make_node(op, ["y"], ["z"], name="act")
+    inner = helper.make_node("Identity", ["z"], ["b"], name="inner")
+    branch = helper.make_graph([inner], "branch", [], [helper.make_tensor_value_info(
+        "b", TensorProto.FLOAT, [2])])
+    cond = helper.make_node("If", ["c"], ["out"], then_branch=branch, else_branch=branch)
+    for node in (mul, act, inner):
+        entry = node.metadata_props.add()
+        entry.key, entry.value = "pkg.torch.onnx.stack_trace", f'File "{note}"'
+        entry = node.metadata_props.add()
+        entry.key, entry.value = "namespace", f"{note}/{node.name}"
+    graph = helper.make_graph(
+        [mul, act, cond], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2]),
+         helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+        [helper.make_tensor_value_info("out", TensorProto.FLOAT, [2])], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]), path)
+    return path
+
+
+def test_the_exporters_source_notes_do_not_count(tmp_path):
+    one = _model(tmp_path / "one.onnx", note="/home/a/model.py, line 3")
+    two = _model(tmp_path / "two.onnx", note="/tmp/copy/model.py, line 9")
+    assert one.read_bytes() != two.read_bytes()
+    assert same_as.content_sha256(one) == same_as.content_sha256(two)
+
+
+def test_a_changed_weight_or_operator_counts(tmp_path):
+    base = same_as.content_sha256(_model(tmp_path / "base.onnx"))
+    assert same_as.content_sha256(_model(tmp_path / "w.onnx", weight=2.0)) != base
+    assert same_as.content_sha256(_model(tmp_path / "op.onnx", op="Sigmoid")) != base
+
+
+def test_other_files_are_compared_byte_for_byte(tmp_path):
+    (tmp_path / "a.tflite").write_bytes(b"TFL3 one")
+    (tmp_path / "b.tflite").write_bytes(b"TFL3 two")
+    assert (same_as.content_sha256(tmp_path / "a.tflite")
+            != same_as.content_sha256(tmp_path / "b.tflite"))
+
+
+def test_differences_name_where_and_what():
+    before = {"anchors: m": {"pipeline": {"sha256": "a", "fidelity": {"sqnr_db": 30.0}}}}
+    after = {"anchors: m": {"pipeline": {"sha256": "a", "fidelity": {"sqnr_db": 29.0}}},
+             "anchors: n": {}}
+    assert same_as.differences(before, after) == [
+        "/anchors: m/pipeline/fidelity/sqnr_db: 30.0 -> 29.0", "/anchors: n: only in this tree"]
+    assert same_as.differences(before, before) == []
