@@ -30,7 +30,7 @@ import compress  # noqa: E402
 from by_hand import quantize_by_hand  # noqa: E402
 from compress.runner.checks import resolve_inputs  # noqa: E402
 from compress.data.feeds import load_dataset  # noqa: E402
-from compress.quant import swish_equalize  # noqa: E402
+from compress.quant import swish_equalize, swish_sites  # noqa: E402
 from compress.quant.passes.hard_swish import channel_ranges  # noqa: E402
 
 LARGER_PROSE = ("argparse", "csv", "heapq", "collections", "functools", "itertools", "os",
@@ -132,7 +132,7 @@ def orientation(headrooms: list[float]) -> None:
     with tempfile.TemporaryDirectory() as folder:
         by_hand = Path(folder) / "by_hand.onnx"
         quantize_by_hand(subject.fp32, calibration, by_hand)
-        sites = swish_equalize.find_sites(onnx.load(str(by_hand)))
+        sites = swish_sites.find_sites(onnx.load(str(by_hand)))
         # the pre-processed float model keeps the float file's tensor names
         ranges, _ = channel_ranges(onnx.load(str(subject.fp32)),
                                     [n for s in sites for n in (s.x, s.y)], calibration)

@@ -32,6 +32,10 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))   # the repository's packages, as the corpus scripts take them
+
+from runtimes.digest import sha256_file  # noqa: E402
+
 CACHE = REPO / "runs" / "same-as"
 # what a run needs that git does not track: the environments and the corpus' GRU, trained
 # here once (make conformance builds them)
@@ -45,12 +49,15 @@ SOURCE_NOTES = ("pkg.torch.onnx.", "namespace")
 
 
 def content_sha256(path: Path) -> str:
-    """sha256 of the file; for ONNX, of the model without the exporter's source notes."""
+    """sha256 of the file; for ONNX, of the model (its weights in a data file included,
+    wherever they lie) without the exporter's source notes."""
     if path.suffix != ".onnx":
-        return hashlib.sha256(path.read_bytes()).hexdigest()
+        return sha256_file(path)
     import onnx
-    model = onnx.load(str(path), load_external_data=False)
+    model = onnx.load(str(path))   # external data read in: weights count, layout not
     for graph in _graphs(model.graph):
+        for tensor in graph.initializer:   # read-in data says "DEFAULT" where inline omits it
+            tensor.ClearField("data_location")
         for node in graph.node:
             kept = [p for p in node.metadata_props if not p.key.startswith(SOURCE_NOTES)]
             del node.metadata_props[:]
@@ -70,12 +77,12 @@ def _graphs(graph):
 
 
 def host_tag() -> str:
-    """The CPU's kind (model and flags): INT8 kernels, so figures, depend on it."""
-    import platform
-    text = Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else ""
-    lines = sorted({line for line in text.splitlines()
-                    if line.startswith(("model name", "flags", "Features", "CPU part"))})
-    return hashlib.sha256("\n".join([platform.machine(), *lines]).encode()).hexdigest()[:10]
+    """The CPU's kind (architecture, model, the flags INT8 kernels choose by): the
+    figures depend on it."""
+    from runtimes.hostinfo import describe_host
+    host = describe_host()
+    kind = [host["arch"], host["cpu"], *host["cpu_flags"]]
+    return hashlib.sha256("\n".join(kind).encode()).hexdigest()[:10]
 
 
 def untimed(value):
@@ -109,9 +116,11 @@ def fingerprint(conformance: Path, anchors: Path, tree: Path) -> dict:
 
 def _made_file_sha256(tree: Path, artifact: dict) -> str:
     """The content sha256 of a conformance run's artifact (its run folder is the one
-    holding a file of that path and byte sha256)."""
+    holding a file of that path whose artifact sha256, data files included, is the
+    recorded one)."""
+    from compress.core.artifacts import sha256_artifact
     for path in (tree / "runs" / "conformance").glob(f"*/{artifact['path']}"):
-        if hashlib.sha256(path.read_bytes()).hexdigest() == artifact["sha256"]:
+        if sha256_artifact(path) == artifact["sha256"]:
             return content_sha256(path)
     sys.exit(f"same-as: no file of {artifact['id']} ({artifact['path']}) under "
              f"{tree / 'runs' / 'conformance'}")

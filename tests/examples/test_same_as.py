@@ -63,3 +63,15 @@ def test_differences_name_where_and_what():
     assert same_as.differences(before, after) == [
         "/anchors: m/pipeline/fidelity/sqnr_db: 30.0 -> 29.0", "/anchors: n: only in this tree"]
     assert same_as.differences(before, before) == []
+
+
+def test_weights_in_a_data_file_count_and_their_layout_does_not(tmp_path):
+    inline = same_as.content_sha256(_model(tmp_path / "inline.onnx"))
+
+    def external(name, weight):
+        model = onnx.load(str(_model(tmp_path / f"{name}-src.onnx", weight=weight)))
+        onnx.save(model, str(tmp_path / f"{name}.onnx"), save_as_external_data=True,
+                  all_tensors_to_one_file=True, location=f"{name}.data", size_threshold=0)
+        return same_as.content_sha256(tmp_path / f"{name}.onnx")
+    assert external("same", 1.0) == inline
+    assert external("other", 2.0) != inline
