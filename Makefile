@@ -181,11 +181,11 @@ anchors: $(CORPUS_STAMP) nncf-env
 # of REF and on a copy of this working tree (AT=<commit>: of that commit), every file's
 # sha256 and every fidelity figure compared (timings left out; ONNX without the exporter's
 # source notes). A commit's fingerprint is kept in runs/same-as/, per kind of CPU. ONLY=name
-# parts runs only those models here.
+# parts runs only those models here; SUITE=conformance (or anchors) only that half.
 .PHONY: same-as
 same-as: $(CORPUS_STAMP) examples/conformance/stateful/gru_step.onnx nncf-env
 	@test -n "$(REF)" || { echo "give the commit to compare with: make same-as REF=<commit>"; exit 2; }
-	$(PY) examples/same_as/same_as.py $(REF) $(AT) $(if $(ONLY),--only $(ONLY))
+	$(PY) examples/same_as/same_as.py $(REF) $(AT) $(if $(ONLY),--only $(ONLY)) $(if $(SUITE),--suite $(SUITE))
 
 # peak memory of `compress run` on a 1 GB MatMul/Gemm model, per scheme (docs/memory.md)
 memory: $(STAMP)

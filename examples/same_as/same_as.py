@@ -8,6 +8,8 @@ are left out.
 
     python examples/same_as/same_as.py REF AT     (two commits, neither checked out)
 
+    python examples/same_as/same_as.py REF --suite conformance   (one of the two)
+
 REF runs whole (its documents hold the whole corpus); its fingerprint is kept in
 runs/same-as/<commit>-<host>.json and reused on this kind of CPU only: INT8 kernels, and
 so fidelity figures, differ between CPUs (VNNI or not, x86 or Arm). The working tree runs whole too, or only the
@@ -46,6 +48,8 @@ UNTRACKED = (".venv", ".venv-nncf", "examples/conformance/stateful/gru_step.onnx
 TIMED = ("seconds", "_ms", "wall_s", "p50", "throughput", "memory", "path")
 # the torch exporter's per-node notes: where in the source each node came from
 SOURCE_NOTES = ("pkg.torch.onnx.", "namespace")
+# the two scripts compared (examples/<name>/run.py, docs/<name>.json)
+SUITES = ("conformance", "anchors")
 
 
 def content_sha256(path: Path) -> str:
@@ -95,11 +99,13 @@ def untimed(value):
     return value
 
 
-def fingerprint(conformance: Path, anchors: Path, tree: Path) -> dict:
-    """Per model: each file's content sha256 and size, the stage's record of what it made,
-    and every fidelity figure (the pipeline's own metric per artifact, target and engine)."""
+def fingerprint(rows: dict[str, Path], tree: Path) -> dict:
+    """Per model of each suite run: each file's content sha256 and size, the stage's record
+    of what it made, and every fidelity figure (the pipeline's own metric per artifact,
+    target and engine; the anchors' figure per tool)."""
     out = {}
-    for row in json.loads(conformance.read_text()):
+    conformance, anchors = rows.get("conformance"), rows.get("anchors")
+    for row in json.loads(conformance.read_text()) if conformance else []:
         metrics = {f"{b['artifact']}@{b['target']}@{b['engine']}": untimed(b.get("metric"))
                    for b in row.get("benchmarks", [])}
         artifacts = {a["id"]: {**a, "sha256": _made_file_sha256(tree, a)}
@@ -107,7 +113,7 @@ def fingerprint(conformance: Path, anchors: Path, tree: Path) -> dict:
         out[f"conformance: {row['name']}"] = untimed(
             {"artifacts": artifacts, "fidelity": row.get("fidelity"), "metrics": metrics,
              "by_hand_identical": row.get("by_hand_identical")})
-    for row in json.loads(anchors.read_text()):
+    for row in json.loads(anchors.read_text()) if anchors else []:
         tools = {name: {**tool, "sha256": content_sha256(tree / tool["path"])}
                  if tool.get("path") else tool for name, tool in row.get("tools", {}).items()}
         out[f"anchors: {row['name']}"] = untimed(tools)
@@ -169,12 +175,13 @@ def copy_of(ref: str | None, into: Path) -> None:
                 shutil.copy2(source, into / name)
 
 
-def run_corpus(tree: Path, rounds: int, only: list[str] | None) -> dict:
-    """Both scripts in `tree`; the fingerprint of their rows (the documents they write for
-    the whole corpus; the rows of a part, which only the working tree's scripts write)."""
+def run_corpus(tree: Path, rounds: int, only: list[str] | None, suites) -> dict:
+    """The suites' scripts in `tree`; the fingerprint of their rows (the documents they
+    write for the whole corpus; the rows of a part, which only the working tree's scripts
+    write)."""
     env = {**os.environ, "PYTHONPATH": str(tree)}
     rows = {}
-    for name in ("conformance", "anchors"):
+    for name in suites:
         script = f"examples/{name}/run.py"
         command = [sys.executable, script, "--rounds", str(rounds), "--runs", "10"]
         if only:
@@ -192,7 +199,7 @@ def run_corpus(tree: Path, rounds: int, only: list[str] | None) -> dict:
             sys.exit(f"{script} failed in {tree} (exit {done.returncode}, "
                      f"{rows[name].name} {'written' if written else 'not written'}):\n"
                      f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
-    found = fingerprint(rows["conformance"], rows["anchors"], tree)
+    found = fingerprint(rows, tree)
     # messages that name a file (a load error) name it in this copy's scratch folder
     return json.loads(json.dumps(found).replace(str(tree), "<tree>"))
 
@@ -207,21 +214,26 @@ def commit_of(ref: str) -> str:
     return commit
 
 
-def made_at(commit: str | None, rounds: int, only: list[str] | None = None) -> dict:
-    """The fingerprint of a commit (whole, kept in CACHE) or of the working tree (None)."""
-    cached = CACHE / f"{commit}-{host_tag()}.json"
-    if commit and not only and cached.exists():
-        print(f"reference: {commit[:12]}, from {cached.relative_to(REPO)}")
-        return json.loads(cached.read_text())
-    print(f"{'reference: ' + commit[:12] if commit else 'this tree'}: make conformance and "
-          "make anchors on a copy", flush=True)
+def made_at(commit: str | None, rounds: int, only: list[str] | None = None,
+            suites=SUITES) -> dict:
+    """The fingerprint of a commit (whole, kept in CACHE per suite) or of the working tree
+    (None)."""
+    cached = {name: CACHE / f"{commit}-{host_tag()}-{name}.json" for name in suites}
+    if commit and not only and all(path.exists() for path in cached.values()):
+        kept = ", ".join(str(path.relative_to(REPO)) for path in cached.values())
+        print(f"reference: {commit[:12]}, from {kept}")
+        return {k: v for path in cached.values() for k, v in json.loads(path.read_text()).items()}
+    print(f"{'reference: ' + commit[:12] if commit else 'this tree'}: "
+          f"{' and '.join(f'make {name}' for name in suites)} on a copy", flush=True)
     with tempfile.TemporaryDirectory(prefix="same-as-") as scratch:
         tree = Path(scratch) / "tree"
         copy_of(commit, tree)
-        found = run_corpus(tree, rounds, only)
+        found = run_corpus(tree, rounds, only, suites)
     if commit and not only:
         CACHE.mkdir(parents=True, exist_ok=True)
-        cached.write_text(json.dumps(found, indent=1, sort_keys=True))
+        for name, path in cached.items():
+            part = {k: v for k, v in found.items() if k.startswith(f"{name}: ")}
+            path.write_text(json.dumps(part, indent=1, sort_keys=True))
     return found
 
 
@@ -231,9 +243,11 @@ def main() -> int:
     parser.add_argument("at", nargs="?", help="a commit to compare instead of this working tree")
     parser.add_argument("--only", nargs="*", help="corpus models by name (default: all)")
     parser.add_argument("--rounds", type=int, default=1, help="timing rounds (not compared)")
+    parser.add_argument("--suite", choices=SUITES, help="only this one (default: both)")
     args = parser.parse_args()
-    before = made_at(commit_of(args.ref), args.rounds)
-    after = made_at(commit_of(args.at) if args.at else None, args.rounds, args.only)
+    suites = (args.suite,) if args.suite else SUITES
+    before = made_at(commit_of(args.ref), args.rounds, suites=suites)
+    after = made_at(commit_of(args.at) if args.at else None, args.rounds, args.only, suites)
     if args.only:   # REF's rows of the models run here
         before = {key: row for key, row in before.items() if key in after}
     found = differences(before, after)
