@@ -132,6 +132,25 @@ def _made_file_sha256(tree: Path, artifact: dict) -> str:
              f"{tree / 'runs' / 'conformance'}")
 
 
+def engines_apart(before: dict, after: dict) -> list[str]:
+    """A benchmark's engine is the fastest as measured (host-cpu tries several), so two runs
+    can pick apart where two are close: its metric is then of another engine's run and
+    not comparable. Those metrics are taken out of both fingerprints and named here."""
+    notes = []
+    for row in sorted(before.keys() & after.keys()):
+        was, now = (fp[row].get("metrics", {}) if row.startswith("conformance: ") else {}
+                    for fp in (before, after))
+        for where in sorted({key.rsplit("@", 1)[0] for key in set(was) ^ set(now)}):
+            engines = [sorted(k.rsplit("@", 1)[1] for k in side if k.startswith(where + "@"))
+                       for side in (was, now)]
+            for side in (was, now):
+                for key in [k for k in side if k.startswith(where + "@")]:
+                    del side[key]
+            notes.append(f"{row}/{where}: measured on {', '.join(engines[0]) or 'no engine'}"
+                         f" in the reference, {', '.join(engines[1]) or 'no engine'} here")
+    return notes
+
+
 def differences(before, after, where="") -> list[str]:
     if isinstance(before, dict) and isinstance(after, dict):
         found = []
@@ -250,6 +269,11 @@ def main() -> int:
     after = made_at(commit_of(args.at) if args.at else None, args.rounds, args.only, suites)
     if args.only:   # REF's rows of the models run here
         before = {key: row for key, row in before.items() if key in after}
+    apart = engines_apart(before, after)
+    if apart:
+        print(f"{len(apart)} benchmark(s) picked another engine as the fastest (a timing: "
+              "their metrics are not compared):")
+        print("\n".join(f"  {line}" for line in apart))
     found = differences(before, after)
     files = sum(len(v.get("artifacts", {})) if k.startswith("conformance") else len(v)
                 for k, v in after.items())

@@ -75,3 +75,17 @@ def test_weights_in_a_data_file_count_and_their_layout_does_not(tmp_path):
         return same_as.content_sha256(tmp_path / f"{name}.onnx")
     assert external("same", 1.0) == inline
     assert external("other", 2.0) != inline
+
+
+def test_a_benchmark_on_another_engine_is_named_not_compared():
+    """host-cpu's engine is the fastest as measured: where two runs pick apart, the metric
+    is another engine's run's and leaves both fingerprints; the same engine is compared."""
+    metric = {"top1_agreement": 1.0}
+    before = {"conformance: m": {"metrics": {"int8@host-cpu@openvino": metric,
+                                             "fp32@host-cpu@onnxruntime": metric}}}
+    after = {"conformance: m": {"metrics": {"int8@host-cpu@onnxruntime": metric,
+                                            "fp32@host-cpu@onnxruntime": {"top1_agreement": 0.5}}}}
+    assert same_as.engines_apart(before, after) == [
+        "conformance: m/int8@host-cpu: measured on openvino in the reference, onnxruntime here"]
+    assert same_as.differences(before, after) == [
+        "/conformance: m/metrics/fp32@host-cpu@onnxruntime/top1_agreement: 1.0 -> 0.5"]
