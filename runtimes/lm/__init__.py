@@ -1,0 +1,6 @@
+"""Language models on the device, torch-free: running a causal LM on its KV cache and
+scoring it on text.
+
+    genai.py     An onnxruntime-genai model folder run on its KV cache: next-token logits ...
+    quality.py   A language model's quality on text from its next-token logits: perplexity, ...
+"""

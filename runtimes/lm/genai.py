@@ -1,0 +1,74 @@
+"""An onnxruntime-genai model folder (model.onnx + genai_config.json, as its model builder
+writes it) run on its KV cache: the next-token logits of a window of token ids, and greedy
+generation. Torch-free: a device installs onnxruntime-genai beside onnxruntime.
+
+    model = GenaiModel("out/fp32", threads=1)
+    logits = model.logits([1, 2, 3])          # [3, vocab], float32
+    model.greedy([1, 2, 3], new_tokens=16)    # the 16 ids it picks
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+
+from runtimes.errors import RuntimeInputError
+
+
+def import_genai():
+    """onnxruntime_genai, with onnxruntime loaded first: the genai library finds its
+    onnxruntime through the module already loaded (without it, it aborts the process)."""
+    try:
+        import onnxruntime  # noqa: F401
+        import onnxruntime_genai
+    except ImportError as exc:
+        raise RuntimeInputError(
+            "an onnxruntime-genai model needs the onnxruntime-genai package: pip install "
+            f"\"edge-compress[llm]\" ({exc})") from exc
+    return onnxruntime_genai
+
+
+class GenaiModel:
+    """One loaded model folder; each call starts from an empty KV cache."""
+
+    def __init__(self, folder: str | Path, threads: int | None = None):
+        folder = Path(folder)
+        if not (folder / "genai_config.json").is_file():
+            raise RuntimeInputError(f"{folder} is not an onnxruntime-genai model folder: it "
+                                    "has no genai_config.json (the model builder writes one)")
+        og = import_genai()
+        config = og.Config(str(folder))
+        config.clear_providers()     # CPU: the folder's providers are the builder's choice
+        if threads:
+            options = {"intra_op_num_threads": threads, "inter_op_num_threads": 1}
+            config.overlay(json.dumps({"model": {"decoder": {"session_options": options}}}))
+        self._og, self.folder = og, folder
+        self.model = og.Model(config)
+        self.context = json.loads((folder / "genai_config.json").read_text())[
+            "model"]["context_length"]
+
+    def _generator(self, length: int):
+        if length > self.context:
+            raise RuntimeInputError(f"{length} tokens do not fit the model's context of "
+                                    f"{self.context}: use a shorter window")
+        params = self._og.GeneratorParams(self.model)
+        params.set_search_options(max_length=length, do_sample=False)
+        return self._og.Generator(self.model, params)
+
+    def logits(self, ids: list[int]) -> np.ndarray:
+        """The next-token logits after each of `ids` ([len(ids), vocab]), one prefill."""
+        generator = self._generator(len(ids) + 1)
+        generator.append_tokens(np.asarray(ids, dtype=np.int32))
+        out = generator.get_output("logits")
+        return out.reshape(-1, out.shape[-1])[-len(ids):]
+
+    def greedy(self, ids: list[int], new_tokens: int) -> list[int]:
+        """The `new_tokens` ids greedy decoding picks after `ids` (fewer at an end token)."""
+        generator = self._generator(len(ids) + new_tokens)
+        generator.append_tokens(np.asarray(ids, dtype=np.int32))
+        picked: list[int] = []
+        while len(picked) < new_tokens and not generator.is_done():
+            generator.generate_next_token()
+            picked.append(int(generator.get_next_tokens()[0]))
+        return picked
