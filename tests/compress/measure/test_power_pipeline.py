@@ -25,16 +25,20 @@ def _board(folder, power: str, budget: str = "{energy_mj: 1000, power_w: 3}"):
 
 # An external meter modelled as a command printing watts. Like a wall meter on a board,
 # its reading follows the CPU work of the benchmark: 2 W idle plus 3 W per busy core of the
-# runner process (its CPU time since the previous reading, from /proc).
+# runner process (its CPU time since the previous reading, from /proc). Only this test's
+# runner counts (its command line names a file in the test's folder, where the state file
+# is): another test's benchmark on the other core is not on this board.
 FAKE_METER = """#!{python}
 import os, sys, time
 state = sys.argv[1]
+folder = os.path.dirname(state).encode()
 pids = [p for p in os.listdir("/proc") if p.isdigit()]
 def is_runner(pid):
     try:
-        return b"runtimes\\0bench" in open(f"/proc/{{pid}}/cmdline", "rb").read()
+        line = open(f"/proc/{{pid}}/cmdline", "rb").read()
     except OSError:
         return False
+    return b"runtimes\\0bench" in line and folder in line
 busy = 0.0
 for pid in filter(is_runner, pids):
     fields = open(f"/proc/{{pid}}/stat").read().rsplit(")", 1)[1].split()
