@@ -161,10 +161,16 @@ $(CORPUS_STAMP): $(STAMP)
 examples/conformance/stateful/gru_step.onnx: $(STAMP) examples/conformance/stateful/train.py examples/conformance/stateful/model.py
 	$(PY) examples/conformance/stateful/train.py
 
+# the corpus installed and its GRU trained, alone (CI: training beside other work took
+# 3 minutes instead of 20 s, its two torch threads waiting on each other)
+.PHONY: corpus
+corpus: $(CORPUS_STAMP) examples/conformance/stateful/gru_step.onnx
+
 # every corpus model through its pipeline, beside onnxruntime's quantize_static by hand;
 # writes docs/conformance.md and .json; exit 1 if the pipeline is less faithful anywhere.
-# CONFORMANCE_ARGS: e.g. "--rounds 1 --runs 20", fewer timed runs (CI, which checks the
-# fidelity; the timings in docs/ come from the default three rounds of 60)
+# CONFORMANCE_ARGS: e.g. "--rounds 1 --runs 20 --jobs 2", fewer timed runs and two models
+# at once (CI, which checks the fidelity; the timings in docs/ come from the default three
+# rounds of 60, one model at a time)
 CONFORMANCE_ARGS ?=
 conformance: $(CORPUS_STAMP) examples/conformance/stateful/gru_step.onnx
 	$(PY) examples/conformance/run.py $(CONFORMANCE_ARGS)
