@@ -22,6 +22,9 @@ def _search(project, output: str, *flags) -> tuple[subprocess.CompletedProcess, 
     data["stages"][-1].update(warmup=2, runs=10, rounds=1)
     data["search"] = {"space": SPACE}
     data["executor"] = {"type": "ray", "num_cpus": 2}   # used only with --executor ray
+    # the files are the subject: one engine measures (auto would also time OpenVINO on
+    # every variant and each engine's FP32 baseline)
+    data["targets"] = [{"profile": "host-cpu", "engines": ["onnxruntime"]}]
     path = write_pipeline(project, data)
     child = subprocess.run([sys.executable, "-m", "compress", "run", str(path), "--output",
                             output, *flags], cwd=project, capture_output=True, text=True,
