@@ -1,8 +1,10 @@
-"""`python -m runtimes bench ...` (the on-device entry point)."""
+"""`python -m runtimes bench ...` (the on-device entry point) and `python -m runtimes
+lm-bench ...` (a language model's tokens/s, runtimes/lm/bench.py)."""
 import sys
 
-COMMAND = "bench"   # the only one
-USAGE = f"usage: python -m runtimes {COMMAND} MODEL [options]   ({COMMAND} --help for the options)"
+COMMANDS = ("bench", "lm-bench")
+USAGE = ("usage: python -m runtimes bench MODEL [options]   (bench --help for the options)\n"
+         "       python -m runtimes lm-bench FOLDER [options]   (an onnxruntime-genai folder)")
 
 
 def _main() -> int:
@@ -10,11 +12,15 @@ def _main() -> int:
     if command in ("-h", "--help"):
         print(USAGE)
         return 0
-    if command != COMMAND:
+    if command not in COMMANDS:
         problem = f"unknown command '{command}'" if command is not None else "no command given"
-        print(f"error: {problem}; the command is `{COMMAND}`\n{USAGE}", file=sys.stderr)
+        print(f"error: {problem}; the commands are {', '.join(COMMANDS)}\n{USAGE}",
+              file=sys.stderr)
         return 2
-    from runtimes.bench import main
+    if command == "lm-bench":
+        from runtimes.lm.bench import main
+    else:
+        from runtimes.bench import main
     return main(sys.argv[2:])
 
 

@@ -29,14 +29,18 @@ def import_genai():
     return onnxruntime_genai
 
 
+def require_folder(folder: Path) -> Path:
+    if not (folder / "genai_config.json").is_file():
+        raise RuntimeInputError(f"{folder} is not an onnxruntime-genai model folder: it "
+                                "has no genai_config.json (the model builder writes one)")
+    return folder
+
+
 class GenaiModel:
     """One loaded model folder; each call starts from an empty KV cache."""
 
     def __init__(self, folder: str | Path, threads: int | None = None):
-        folder = Path(folder)
-        if not (folder / "genai_config.json").is_file():
-            raise RuntimeInputError(f"{folder} is not an onnxruntime-genai model folder: it "
-                                    "has no genai_config.json (the model builder writes one)")
+        folder = require_folder(Path(folder))
         og = import_genai()
         config = og.Config(str(folder))
         config.clear_providers()     # CPU: the folder's providers are the builder's choice
@@ -48,7 +52,11 @@ class GenaiModel:
         self.context = json.loads((folder / "genai_config.json").read_text())[
             "model"]["context_length"]
 
-    def _generator(self, length: int):
+    def tokenizer(self):
+        """The folder's tokenizer, as onnxruntime-genai reads it (no transformers)."""
+        return self._og.Tokenizer(self.model)
+
+    def generator(self, length: int):
         if length > self.context:
             raise RuntimeInputError(f"{length} tokens do not fit the model's context of "
                                     f"{self.context}: use a shorter window")
@@ -58,14 +66,14 @@ class GenaiModel:
 
     def logits(self, ids: list[int]) -> np.ndarray:
         """The next-token logits after each of `ids` ([len(ids), vocab]), one prefill."""
-        generator = self._generator(len(ids) + 1)
+        generator = self.generator(len(ids) + 1)
         generator.append_tokens(np.asarray(ids, dtype=np.int32))
         out = generator.get_output("logits")
         return out.reshape(-1, out.shape[-1])[-len(ids):]
 
     def greedy(self, ids: list[int], new_tokens: int) -> list[int]:
         """The `new_tokens` ids greedy decoding picks after `ids` (fewer at an end token)."""
-        generator = self._generator(len(ids) + new_tokens)
+        generator = self.generator(len(ids) + new_tokens)
         generator.append_tokens(np.asarray(ids, dtype=np.int32))
         picked: list[int] = []
         while len(picked) < new_tokens and not generator.is_done():

@@ -98,3 +98,19 @@ def score_text(logits_of: Logits, ids: list[int], window: int,
         tally.add(logits_of(inputs), chunk[1:],
                   reference_of(inputs) if reference_of else None)
     return tally.result()
+
+
+class Reference:
+    """The float model's logits on fixed windows of token ids, computed once: each
+    variant scored against it runs only itself (a search scores many). Holds
+    windows x window x vocab floats (512 ids of a 49k vocabulary: 100 MB a window)."""
+
+    def __init__(self, logits_of: Logits, ids: list[int], window: int):
+        self.windows = windows(ids, window)
+        self.logits = [logits_of(chunk[:-1]) for chunk in self.windows]
+
+    def score(self, logits_of: Logits) -> TextQuality:
+        tally = Tally()
+        for chunk, reference in zip(self.windows, self.logits):
+            tally.add(logits_of(chunk[:-1]), chunk[1:], reference)
+        return tally.result()

@@ -70,3 +70,18 @@ def test_score_text_calls_each_window_once_and_compares_on_the_same_ids():
 def test_text_too_short_to_score_is_refused():
     with pytest.raises(ValueError, match="shorter than two tokens"):
         Tally().result()
+
+
+def test_a_reference_scores_as_score_text_does():
+    """Reference keeps the float model's logits once; its score is score_text's."""
+    from runtimes.lm.quality import Reference
+    rng = np.random.default_rng(1)
+    table = rng.normal(size=(20, 12)).astype(np.float32)
+    noisy = table + rng.normal(scale=0.3, size=table.shape).astype(np.float32)
+    ids = [int(i) for i in rng.integers(0, 12, size=19)]
+    float_of = lambda chunk: table[np.asarray(chunk)]   # noqa: E731 - logits from each id
+    quantized_of = lambda chunk: noisy[np.asarray(chunk)]   # noqa: E731
+    direct = score_text(quantized_of, ids, 5, reference_of=float_of)
+    kept = Reference(float_of, ids, 5).score(quantized_of)
+    assert kept.as_dict() == pytest.approx(direct.as_dict())
+    assert kept.against["kl_mean"] > 0

@@ -320,8 +320,11 @@ ENTRY_CASES = [
     pytest.param(["benchmark", "g.onnx"], "unknown command 'benchmark'",
                  id="entry:unknown-command"),
     pytest.param([], "bench", id="entry:no-command"),
+    pytest.param(["lm-bench", "g.onnx"], "is not an onnxruntime-genai model folder",
+                 id="entry:lm-bench-not-a-folder"),
 ]
-ENTRY_IDS = ["bench-missing-model", "bench-garbage-model", "unknown-command", "no-command"]
+ENTRY_IDS = ["bench-missing-model", "bench-garbage-model", "unknown-command", "no-command",
+             "lm-bench-not-a-folder"]
 
 
 @pytest.mark.parametrize("args,expected", ENTRY_CASES)
