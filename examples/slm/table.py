@@ -1,0 +1,64 @@
+"""docs/slm_weight_only.md from examples/slm/weight_only.py's record."""
+from __future__ import annotations
+
+import time
+
+from runtimes.hostinfo import describe_host
+
+
+def _speed(speed: dict, key: str, digits: int = 1) -> str:
+    flag = " (spread over 5%)" if key in speed["noisy"] else ""
+    return f"{speed[key]:.{digits}f}{flag}"
+
+
+def row_line(row: dict, float_decode: float) -> str:
+    q, s = row["quality"], row["speed"]
+    seconds = f"{row['seconds']:.0f} s" if row["seconds"] is not None else "—"
+    return (f"| {row['label']} | {row['bytes'] / 2**20:.1f} MiB | "
+            f"{q['perplexity']:.3f} ({q['perplexity_increase']:+.2%}) | {q['kl_mean']:.4f} | "
+            f"{q['top1_agreement']:.3f} | {_speed(s, 'prefill_tok_s', 0)} | "
+            f"{_speed(s, 'decode_tok_s')} ({s['decode_tok_s'] / float_decode:.2f}x) | "
+            f"{s['peak_rss_mb']:.0f} MB | {seconds} |")
+
+
+def mix_lines(mix: dict) -> list[str]:
+    lines = ["", "## The measured mix", "",
+             f"Each layer alone at INT4 (every other weight float) against the float model "
+             f"on {{calibration}} calibration tokens; ranked by mean KL per weight. "
+             f"Perplexity budget: +{mix['perplexity_budget']:.0%}.", "",
+             "| rank | unit | weights | KL alone at INT4 | perplexity alone |", "|---:|---|---:|---:|---:|"]
+    for n, cost in enumerate(mix["ranking"], 1):
+        lines.append(f"| {n} | {cost['unit']} | {cost['parameters'] / 1e6:.2f} M | "
+                     f"{cost['kl_mean']:.4f} | {cost['perplexity_increase']:+.2%} |")
+    lines += ["", "Files built and judged on the evaluation text (k most costly units at INT8):",
+              "", "| units at INT8 | size | perplexity vs float |", "|---|---:|---:|"]
+    for c in sorted(mix["candidates"], key=lambda c: len(c["high"])):
+        lines.append(f"| {len(c['high'])}: {', '.join(c['high']) or '—'} | "
+                     f"{c['bytes'] / 2**20:.1f} MiB | {c['quality']['perplexity_increase']:+.2%} |")
+    chosen = mix["chosen"]
+    lines += ["", f"Chosen: {len(chosen['high'])} units at INT8." if chosen else
+              "No mix met the budget: even every layer at INT8 missed it."]
+    return lines
+
+
+def render_document(record: dict) -> str:
+    args, rows = record["args"], record["rows"]
+    float_decode = rows[0]["speed"]["decode_tok_s"]
+    lines = ["# SmolLM2-135M weight-only, side by side", "",
+             "Written by `make slm-weight-only` (`examples/slm/weight_only.py`); do not edit "
+             "by hand.", "",
+             f"{record['model']} ({record['dequantized_from']} weights, dequantized to float by "
+             "transformers: the float model here is that dequantized checkpoint). Every file "
+             "is onnxruntime-genai's, run by onnxruntime-genai on the CPU. Quality: the first "
+             f"{args['tokens']} tokens of `pydoc_data.topics` (windows of {args['window']}), "
+             "against the float export's logits on the same ids. Speed: a 128-token prompt, "
+             f"{args['new_tokens']} generated tokens, {args['threads']} thread(s), median of "
+             f"{args['rounds']} rounds, every file once per round in a fresh process.", "",
+             "| file | size | perplexity (vs float) | mean KL | top-1 agreement | prefill tok/s "
+             "| decode tok/s (vs float) | peak RSS | quantize time |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lines += [row_line(row, float_decode) for row in rows]
+    lines += [line.replace("{calibration}", str(args["calibration"]))
+              for line in mix_lines(record["mix"])]
+    lines += ["", f"Measured on {describe_host()}, {time.strftime('%Y-%m-%d')}."]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,124 @@
+"""`make slm-weight-only`: SmolLM2-135M quantized weight-only through onnxruntime-genai,
+side by side in one run on the same token ids: the builder's INT8 and INT4 defaults, its
+fixed mixed recipe (k_quant_mixed), and the mix this project measures: each transformer
+layer alone at INT4 scored against the float model on calibration text, the costliest
+layers per weight kept at INT8 until the perplexity budget holds on evaluation text.
+Quality against the float export (perplexity, mean KL, top-1 agreement), file size,
+quantize time, and tokens/s in fresh processes. Writes docs/slm_weight_only.md and
+runs/slm/weight_only.json.
+
+    python examples/slm/weight_only.py [--budget 0.05] [--tokens 2048] [--threads 1]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / ".."))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from parity import smollm2_export  # noqa: E402
+from table import render_document  # noqa: E402
+
+from compress.data.text import python_docs_text  # noqa: E402
+from compress.model.causal_lm import token_ids  # noqa: E402
+from compress.quant.lm.genai_route import GenaiRoute  # noqa: E402
+from compress.quant.lm.mix import choose_mix  # noqa: E402
+from compress.quant.lm.nbits import FloatModel, NBits, folder_bytes  # noqa: E402
+from compress.quant.lm.sensitivity import measure_sensitivity, rank  # noqa: E402
+from compress.quant.lm.units import units_of  # noqa: E402
+from runtimes.lm.bench import measure_in_processes  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[2]
+# the builder's own routes, as a user would call them: (label, precision, extra options)
+BUILDER_ROUTES = (("builder INT8 weight-only", "int8", None),
+                  ("builder INT4 (defaults: round to nearest, block 32)", "int4", None),
+                  ("builder INT4 k_quant", "int4", {"algo_config": "k_quant"}),
+                  ("builder INT4 k_quant_mixed (its fixed recipe)", "int4",
+                   {"algo_config": "k_quant_mixed"}))
+
+
+def say(line: str) -> None:
+    print(line, flush=True)
+
+
+def timed(make):
+    started = time.perf_counter()
+    result = make()
+    return result, time.perf_counter() - started
+
+
+def measured_mix(route, fp32: Path, units, calibration, reference, args, out: Path):
+    """Rank the layers on calibration text, then the smallest mix meeting the budget."""
+    model = FloatModel(fp32)
+    costs = measure_sensitivity(model, units, lambda f: route.score(f, calibration), 4,
+                                NBits(method=args.method), say)
+    del model
+    ranking = rank(costs)
+    nodes = {u.name: u.nodes for u in units}
+
+    def build(high, folder):
+        route.build("int4", folder, tuple(n for name in high for n in nodes[name]),
+                    method=args.method)
+    return choose_mix(ranking, build, lambda f: route.score(f, reference), args.budget,
+                      out, say)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--budget", type=float, default=0.05,
+                        help="perplexity increase allowed against float (0.05: +5%%)")
+    parser.add_argument("--tokens", type=int, default=2048, help="evaluation tokens")
+    parser.add_argument("--calibration", type=int, default=256, help="calibration tokens")
+    parser.add_argument("--window", type=int, default=512)
+    parser.add_argument("--method", default="k_quant", choices=("default", "rtn", "k_quant"),
+                        help="the builder's base method for the mix's INT4 and INT8 weights")
+    parser.add_argument("--threads", type=int, default=1, help="threads of the tokens/s runs")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="rounds of tokens/s runs, every file once per round, each in a "
+                        "fresh process")
+    parser.add_argument("--new-tokens", type=int, default=128, help="decoded per run")
+    parser.add_argument("--out", default="runs/slm")
+    args = parser.parse_args()
+    out = Path(args.out)
+    lm, fp32 = smollm2_export(out, say)
+    ids = token_ids(lm.hf_folder, python_docs_text())
+    route = GenaiRoute(lm.hf_folder, fp32, threads=2)
+    # evaluation: the text's first tokens; calibration: its last, apart from them
+    reference = route.reference(ids[:args.tokens + 1], args.window)
+    calibration = route.reference(ids[-(args.calibration + 1):], args.calibration)
+    say(f"float reference on {args.tokens} + {args.calibration} tokens of pydoc_data.topics")
+    rows = [{"label": "float (builder FP32)", "folder": fp32, "seconds": None}]
+    for label, precision, extra in BUILDER_ROUTES:
+        folder = out / f"genai-{precision}-{(extra or {}).get('algo_config', 'default')}"
+        _, seconds = timed(lambda: route.build(precision, folder, extra_options=extra))
+        rows.append({"label": label, "folder": folder, "seconds": seconds})
+    units = units_of(FloatModel.matmuls_of(fp32))
+    mix, seconds = timed(lambda: measured_mix(route, fp32, units, calibration, reference,
+                                              args, out / "genai-measured-mix"))
+    if mix.folder:
+        rows.append({"label": f"measured mix ({args.method}, perplexity budget "
+                              f"+{args.budget:.0%})",
+                     "folder": mix.folder, "seconds": seconds})
+    speeds = measure_in_processes([row["folder"] for row in rows], 128, args.new_tokens,
+                                  args.threads, args.rounds)
+    for row, speed in zip(rows, speeds):
+        row["bytes"] = folder_bytes(row["folder"])
+        row["quality"] = route.score(row["folder"], reference).as_dict()
+        row["speed"] = speed
+        say(f"{row['label']}: {row['bytes'] / 2**20:.1f} MiB, perplexity "
+            f"{row['quality']['perplexity_increase']:+.2%}, decode "
+            f"{row['speed']['decode_tok_s']:.1f} tok/s")
+    record = {"model": lm.path.name, "dequantized_from": lm.dequantized_from, "args": vars(args),
+              "rows": rows, "mix": mix.as_dict()}
+    (out / "weight_only.json").write_text(json.dumps(record, indent=1, default=str))
+    (REPO / "docs" / "slm_weight_only.md").write_text(render_document(record))
+    say(f"wrote docs/slm_weight_only.md and {out / 'weight_only.json'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""compress/quant/lm: units a language model's widths are chosen for (the builder's node
+names), and the search for the smallest mix within a perplexity budget. The files of the
+search here are small stand-ins whose quality follows how many units are at the high width;
+the real model's route is tested in tests/compress/model/test_smollm2_routes.py."""
+import pytest
+
+from compress.quant.lm.mix import choose_mix
+from compress.quant.lm.sensitivity import UnitCost
+from compress.quant.lm.units import bits_for, units_of
+from runtimes.lm.quality import TextQuality
+
+# onnxruntime-genai's builder names (SmolLM2, two of its layers) and their weights
+MATMULS = [(f"/model/layers.{n}/{part}/MatMul", size) for n in (0, 1) for part, size in
+           (("attn/qkv_proj", 552960), ("attn/o_proj", 331776), ("mlp/gate_proj", 884736),
+            ("mlp/up_proj", 884736), ("mlp/down_proj", 884736))] + [("/lm_head/MatMul", 28311552)]
+
+
+def test_a_layers_projections_are_one_unit_and_the_output_layer_its_own():
+    units = units_of(MATMULS)
+    assert [u.name for u in units] == ["layers.0", "layers.1", "lm_head"]
+    assert len(units[0].nodes) == 5 and units[0].parameters == 3538944
+    assert [u.name for u in units_of(MATMULS, "matmul")] == [n for n, _ in MATMULS]
+    with pytest.raises(ValueError, match="one of layer, matmul"):
+        units_of(MATMULS, "block")
+
+
+def test_each_node_gets_its_units_width():
+    units = units_of(MATMULS)
+    bits = bits_for(units, {"layers.1"}, 4, 8)
+    assert bits["/model/layers.1/mlp/down_proj/MatMul"] == 8
+    assert bits["/model/layers.0/mlp/down_proj/MatMul"] == bits["/lm_head/MatMul"] == 4
+    assert len(bits) == len(MATMULS)
+
+
+def _search(tmp_path, increase_with_k, budget):
+    """choose_mix over 6 units whose files' perplexity increase is increase_with_k[k]."""
+    ranking = [UnitCost(f"u{n}", 1000, 1.0 / (n + 1), 0.1, 0.9) for n in range(6)]
+    built = []
+
+    def build(high, folder):
+        folder.mkdir()
+        (folder / "model.onnx").write_bytes(b"x" * (100 + 10 * len(high)))
+        built.append(len(high))
+
+    def score(folder):
+        k = (len((folder / "model.onnx").read_bytes()) - 100) // 10
+        return TextQuality(10.0, 100, {"perplexity_increase": increase_with_k[k]})
+    return choose_mix(ranking, build, score, budget, tmp_path / "mix"), built
+
+
+def test_the_smallest_mix_within_the_budget_is_chosen_in_few_builds(tmp_path):
+    mix, built = _search(tmp_path, [0.4, 0.2, 0.09, 0.05, 0.04, 0.03, 0.02], budget=0.05)
+    assert mix.chosen.high == ("u0", "u1", "u2") and mix.folder == tmp_path / "mix"
+    assert (tmp_path / "mix" / "model.onnx").stat().st_size == 130
+    assert len(built) <= 5 and sorted(set(built)) == sorted(built)   # none built twice
+    assert [p.name for p in tmp_path.iterdir()] == ["mix"]   # the other files removed
+    assert {len(c.high) for c in mix.candidates} == set(built)
+
+
+def test_no_mix_is_chosen_when_every_unit_high_misses_the_budget(tmp_path):
+    mix, built = _search(tmp_path, [0.4, 0.3, 0.3, 0.2, 0.2, 0.1, 0.08], budget=0.05)
+    assert mix.chosen is None and mix.folder is None and built == [0, 6]
+    assert not list(tmp_path.iterdir())
+
+
+def test_all_low_is_kept_when_it_already_meets_the_budget(tmp_path):
+    mix, built = _search(tmp_path, [0.01] * 7, budget=0.05)
+    assert mix.chosen.high == () and built == [0]
+
+
+def test_the_output_layer_at_int8_under_the_default_method_is_refused_before_building(tmp_path):
+    """With tied embeddings the builder (0.18) writes a file onnxruntime cannot load for
+    that mix: refused with the methods that work, nothing built."""
+    import json
+
+    from compress.quant.lm.genai_route import GenaiRoute
+    (tmp_path / "config.json").write_text(json.dumps({"tie_word_embeddings": True}))
+    route = GenaiRoute(tmp_path, tmp_path / "fp32")
+    with pytest.raises(ValueError, match="use method k_quant or rtn"):
+        route.build("int4", tmp_path / "out", ("/lm_head/MatMul",), method="default")
+    assert not (tmp_path / "out").exists()
