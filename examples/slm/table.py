@@ -23,7 +23,8 @@ def row_line(row: dict, float_decode: float) -> str:
 
 def mix_lines(mix: dict) -> list[str]:
     lines = ["", "## The measured mix", "",
-             f"Each layer alone at INT4 (every other weight float) against the float model "
+             f"Each unit (a {{granularity}}) alone at INT4, every other weight float, against "
+             f"the float model "
              f"on {{calibration}} calibration tokens; ranked by mean KL per weight. "
              f"Perplexity budget: +{mix['perplexity_budget']:.0%}.", "",
              "| rank | unit | weights | KL alone at INT4 | perplexity alone |", "|---:|---|---:|---:|---:|"]
@@ -59,6 +60,8 @@ def render_document(record: dict) -> str:
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     lines += [row_line(row, float_decode) for row in rows]
     lines += [line.replace("{calibration}", str(args["calibration"]))
+              .replace("{granularity}", "transformer layer" if args.get("granularity", "layer")
+                       == "layer" else "MatMul")
               for line in mix_lines(record["mix"])]
     lines += ["", f"Measured on {describe_host()}, {time.strftime('%Y-%m-%d')}."]
     return "\n".join(lines) + "\n"

@@ -74,6 +74,8 @@ def main() -> int:
     parser.add_argument("--tokens", type=int, default=2048, help="evaluation tokens")
     parser.add_argument("--calibration", type=int, default=256, help="calibration tokens")
     parser.add_argument("--window", type=int, default=512)
+    parser.add_argument("--granularity", default="layer", choices=("layer", "matmul"),
+                        help="a unit of the mix: a transformer layer, or each MatMul")
     parser.add_argument("--method", default="k_quant", choices=("default", "rtn", "k_quant"),
                         help="the builder's base method for the mix's INT4 and INT8 weights")
     parser.add_argument("--threads", type=int, default=1, help="threads of the tokens/s runs")
@@ -96,7 +98,7 @@ def main() -> int:
         folder = out / f"genai-{precision}-{(extra or {}).get('algo_config', 'default')}"
         _, seconds = timed(lambda: route.build(precision, folder, extra_options=extra))
         rows.append({"label": label, "folder": folder, "seconds": seconds})
-    units = units_of(FloatModel.matmuls_of(fp32))
+    units = units_of(FloatModel.matmuls_of(fp32), args.granularity)
     mix, seconds = timed(lambda: measured_mix(route, fp32, units, calibration, reference,
                                               args, out / "genai-measured-mix"))
     if mix.folder:
