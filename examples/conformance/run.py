@@ -138,18 +138,31 @@ def _in_own_process(entry: Entry, args, folder: Path) -> dict:
     return json.loads(out.read_text())
 
 
+def _say(line: str) -> None:
+    sys.stdout.write(line + "\n")   # one write: print's text and newline come apart in threads
+    sys.stdout.flush()
+
+
 def run_all(chosen: list[Entry], args) -> list[dict]:
-    """Each entry in its own process, `args.jobs` at a time; the rows in corpus order.
+    """Each entry in its own process, `args.jobs` at a time, the longest first; the rows
+    in corpus order.
     A model's files and fidelity do not depend on what runs beside it (each runtime's
     threads are set, not taken from the load); its timings do."""
     def one(entry: Entry) -> dict:
-        print(f"== {entry.name} ({entry.package})", flush=True)
+        _say(f"== {entry.name} ({entry.package})")
         row = _in_own_process(entry, args, Path(scratch))
-        print(f"   {entry.name}: done in {row['wall_s']:.0f} s", flush=True)
+        _say(f"   {entry.name}: done in {row['wall_s']:.0f} s")
         return row
+    # the longest first (the last full run's times, docs/conformance.json): a long model
+    # started last would run alone at the end while the other job idles
+    before = {}
+    if args.jobs > 1 and (DOCS / "conformance.json").is_file():
+        before = {r["name"]: r["wall_s"] for r in json.loads((DOCS / "conformance.json").read_text())}
+    order = sorted(chosen, key=lambda e: -before.get(e.name, 0.0))
     with tempfile.TemporaryDirectory() as scratch:
         with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            return list(pool.map(one, chosen))
+            rows = dict(zip((e.name for e in order), pool.map(one, order)))
+    return [rows[e.name] for e in chosen]
 
 
 def main() -> int:
