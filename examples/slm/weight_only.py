@@ -27,10 +27,11 @@ from compress.data.text import python_docs_text  # noqa: E402
 from compress.model.causal_lm import token_ids  # noqa: E402
 from compress.quant.lm.genai_route import GenaiRoute  # noqa: E402
 from compress.quant.lm.mix import choose_mix  # noqa: E402
-from compress.quant.lm.nbits import FloatModel, NBits, folder_bytes  # noqa: E402
+from compress.quant.lm.nbits import FloatModel, NBits  # noqa: E402
 from compress.quant.lm.sensitivity import measure_sensitivity, rank  # noqa: E402
 from compress.quant.lm.units import units_of  # noqa: E402
 from runtimes.lm.bench import measure_in_processes  # noqa: E402
+from runtimes.lm.genai import folder_bytes  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 # the builder's own routes, as a user would call them: (label, precision, extra options)
@@ -77,7 +78,9 @@ def main() -> int:
     parser.add_argument("--granularity", default="layer", choices=("layer", "matmul"),
                         help="a unit of the mix: a transformer layer, or each MatMul")
     parser.add_argument("--method", default="k_quant", choices=("default", "rtn", "k_quant"),
-                        help="the builder's base method for the mix's INT4 and INT8 weights")
+                        help="the builder's base method for the mix's INT4 and INT8 weights "
+                        "(k_quant: under `default` the builder cannot keep the output layer at "
+                        "INT8 with tied embeddings; not a choice tuned on this model)")
     parser.add_argument("--threads", type=int, default=1, help="threads of the tokens/s runs")
     parser.add_argument("--rounds", type=int, default=5,
                         help="rounds of tokens/s runs, every file once per round, each in a "
@@ -101,15 +104,16 @@ def main() -> int:
     units = units_of(FloatModel.matmuls_of(fp32), args.granularity)
     mix, seconds = timed(lambda: measured_mix(route, fp32, units, calibration, reference,
                                               args, out / "genai-measured-mix"))
-    if mix.folder:
+    if mix.folder:   # judged on the same evaluation ids during the search
         rows.append({"label": f"measured mix ({args.method}, perplexity budget "
                               f"+{args.budget:.0%})",
-                     "folder": mix.folder, "seconds": seconds})
+                     "folder": mix.folder, "seconds": seconds, "quality": mix.chosen.quality})
     speeds = measure_in_processes([row["folder"] for row in rows], 128, args.new_tokens,
                                   args.threads, args.rounds)
     for row, speed in zip(rows, speeds):
         row["bytes"] = folder_bytes(row["folder"])
-        row["quality"] = route.score(row["folder"], reference).as_dict()
+        if "quality" not in row:
+            row["quality"] = route.score(row["folder"], reference).as_dict()
         row["speed"] = speed
         say(f"{row['label']}: {row['bytes'] / 2**20:.1f} MiB, perplexity "
             f"{row['quality']['perplexity_increase']:+.2%}, decode "

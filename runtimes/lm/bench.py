@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from runtimes.lm.genai import GenaiModel, import_genai, require_folder
+from runtimes.lm.genai import GenaiModel, folder_bytes, import_genai, require_folder
 from runtimes.lm.text import python_docs_text
 
 SPREAD_WARNING = 0.05   # a median whose runs spread more than this says so
@@ -79,7 +79,7 @@ def measure(folder: Path, prompt_tokens: int, new_tokens: int, threads: int) -> 
             "decode_tokens": decoded, "decode_tok_s": decoded / decode_s if decoded else 0.0,
             "threads": threads, "rss_base_mb": base, "rss_loaded_mb": loaded,
             "peak_rss_mb": _status_mb("VmHWM"),
-            "weights_bytes": sum(p.stat().st_size for p in folder.glob("model.onnx*")),
+            "weights_bytes": folder_bytes(folder),
             "kv_cache_bytes": kv_cache_bytes(folder, prompt_tokens + new_tokens)}
 
 

@@ -29,6 +29,12 @@ def import_genai():
     return onnxruntime_genai
 
 
+def folder_bytes(folder: str | Path) -> int:
+    """The model's size on disk: model.onnx and its weights file (the tokenizer and the
+    config are not the model)."""
+    return sum(p.stat().st_size for p in Path(folder).glob("model.onnx*"))
+
+
 def require_folder(folder: Path) -> Path:
     if not (folder / "genai_config.json").is_file():
         raise RuntimeInputError(f"{folder} is not an onnxruntime-genai model folder: it "

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from compress.quant.lm.nbits import folder_bytes
+from runtimes.lm.genai import folder_bytes
 from compress.quant.lm.sensitivity import UnitCost
 
 Build = Callable[[tuple, Path], None]    # (units at the high width, folder) -> writes it
@@ -55,18 +55,21 @@ def choose_mix(ranking: list[UnitCost], build: Build, score, budget: float, out:
                progress: Callable[[str], None] = lambda _: None) -> Mix:
     """The smallest k whose file (the k most costly units high) meets `budget` (relative
     perplexity increase); the chosen file ends in `out`, the others are removed."""
-    order, mix, folders = [c.unit for c in ranking], Mix(budget, ranking), {}
+    order, mix = [c.unit for c in ranking], Mix(budget, ranking)
+    folders: dict[int, Path] = {}
+    judged: dict[int, Candidate] = {}
 
     def judge(k: int) -> Candidate:
-        if k not in folders:
+        if k not in judged:
             folders[k] = out.with_name(f"{out.name}.k{k}")
             build(tuple(order[:k]), folders[k])
             quality = score(folders[k]).as_dict()
-            mix.candidates.append(Candidate(tuple(order[:k]), folder_bytes(folders[k]), quality))
+            judged[k] = Candidate(tuple(order[:k]), folder_bytes(folders[k]), quality)
+            mix.candidates.append(judged[k])
             progress(f"mix with {k} of {len(order)} units at the high width: "
-                     f"{mix.candidates[-1].bytes / 2**20:.1f} MiB, perplexity "
+                     f"{judged[k].bytes / 2**20:.1f} MiB, perplexity "
                      f"{quality['perplexity_increase']:+.2%}")
-        return next(c for c in mix.candidates if c.high == tuple(order[:k]))
+        return judged[k]
 
     low, high = 0, len(order)
     if not judge(low).meets(budget) and judge(high).meets(budget):

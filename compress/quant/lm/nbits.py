@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import math
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -47,10 +48,11 @@ class FloatModel:
         import onnx
         self.folder = Path(folder)
         self.proto = onnx.load(str(self.folder / MODEL))
+        self._matmuls = _matmuls(self.proto.graph)   # every probe's plan is checked on it
 
     def matmuls(self) -> list[tuple[str, int]]:
         """(node name, parameters) of every MatMul with a constant weight, in graph order."""
-        return _matmuls(self.proto.graph)
+        return list(self._matmuls)
 
     @staticmethod
     def matmuls_of(folder: str | Path) -> list[tuple[str, int]]:
@@ -67,7 +69,7 @@ class FloatModel:
         # it logs a line per node at INFO (several hundred per probe)
         logging.getLogger("onnxruntime.quantization.matmul_nbits_quantizer").setLevel(
             logging.WARNING)
-        every = [name for name, _ in self.matmuls()]
+        every = [name for name, _ in self._matmuls]
         unknown = sorted(set(bits_of) - set(every))
         if unknown:
             raise ValueError(f"not MatMul nodes with a constant weight: {', '.join(unknown[:5])}")
@@ -105,11 +107,6 @@ class FloatModel:
         return out
 
 
-def folder_bytes(folder: str | Path) -> int:
-    """The model's size on disk: model.onnx and its weights file."""
-    return sum(p.stat().st_size for p in Path(folder).glob(MODEL + "*"))
-
-
 def _per_node_pass(model, bits_of: dict[str, int], every: list[str], nbits: NBits):
     """rtn and k_quant take a width per node in one pass (as the builder calls them)."""
     from onnxruntime.quantization.matmul_nbits_quantizer import (KQuantWeightOnlyQuantConfig,
@@ -128,13 +125,6 @@ def _per_node_pass(model, bits_of: dict[str, int], every: list[str], nbits: NBit
 
 
 def _matmuls(graph) -> list[tuple[str, int]]:
-    sizes = {i.name: _count(i.dims) for i in graph.initializer}
+    sizes = {i.name: math.prod(int(d) for d in i.dims) for i in graph.initializer}
     return [(n.name, sizes[n.input[1]]) for n in graph.node
             if n.op_type == "MatMul" and len(n.input) > 1 and n.input[1] in sizes]
-
-
-def _count(dims) -> int:
-    total = 1
-    for d in dims:
-        total *= int(d)
-    return total

@@ -41,9 +41,3 @@ def _unit_name(node: str, granularity: str) -> str:
         return node.strip("/").removesuffix("/MatMul")   # "/lm_head/MatMul" -> "lm_head"
     return node
 
-
-def bits_for(units: list[Unit], high: set[str], low: int, high_bits: int) -> dict[str, int]:
-    """Each node's width: `high_bits` for the nodes of the units named in `high`, `low`
-    for the others."""
-    return {node: (high_bits if unit.name in high else low)
-            for unit in units for node in unit.nodes}

@@ -133,7 +133,7 @@ def test_a_probe_quantizes_a_layer_as_the_builder_does(smollm2, int4_mix, tmp_pa
 
 
 def test_tokens_per_second_are_measured_in_a_fresh_process(int4_mix):
-    from compress.quant.lm.nbits import folder_bytes
+    from runtimes.lm.genai import folder_bytes
     from runtimes.lm.bench import measure_in_processes
     speed, = measure_in_processes([int4_mix], prompt_tokens=32, new_tokens=8, rounds=1)
     assert speed["decode_tokens"] == 7 and speed["prompt_tokens"] == 32
