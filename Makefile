@@ -71,7 +71,7 @@ slm-parity: $(STAMP)
 
 # SmolLM2-135M weight-only: the builder's INT8, INT4 and fixed mixed recipe beside the mix
 # measured here (each layer's cost at INT4, the costliest kept at INT8 within a perplexity
-# budget), quality, size and tokens/s in one run; writes docs/slm_weight_only.md (~15 min)
+# budget), quality, size and tokens/s in one run; writes docs/slm_weight_only.md (17 min here)
 slm-weight-only: $(STAMP)
 	$(PY) examples/slm/weight_only.py $(SLM_ARGS)
 
