@@ -26,6 +26,7 @@ import argparse
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -219,8 +220,14 @@ def run_corpus(tree: Path, rounds: int, only: list[str] | None, suites) -> dict:
                      f"{rows[name].name} {'written' if written else 'not written'}):\n"
                      f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
     found = fingerprint(rows, tree)
-    # messages that name a file (a load error) name it in this copy's scratch folder
-    return json.loads(json.dumps(found).replace(str(tree), "<tree>"))
+    return portable(json.loads(json.dumps(found).replace(str(tree), "<tree>")))
+
+
+def portable(found: dict) -> dict:
+    """Messages that name a file (a load error) name it in a copy's scratch folder: "<tree>"
+    instead, also in fingerprints kept before this was done."""
+    return json.loads(re.sub(r"/[^\s\"']*/same-as-[^/\s\"']+/tree", "<tree>",
+                             json.dumps(found)))
 
 
 def commit_of(ref: str) -> str:
@@ -241,7 +248,8 @@ def made_at(commit: str | None, rounds: int, only: list[str] | None = None,
     if commit and not only and all(path.exists() for path in cached.values()):
         kept = ", ".join(str(path.relative_to(REPO)) for path in cached.values())
         print(f"reference: {commit[:12]}, from {kept}")
-        return {k: v for path in cached.values() for k, v in json.loads(path.read_text()).items()}
+        return portable({k: v for path in cached.values()
+                         for k, v in json.loads(path.read_text()).items()})
     print(f"{'reference: ' + commit[:12] if commit else 'this tree'}: "
           f"{' and '.join(f'make {name}' for name in suites)} on a copy", flush=True)
     with tempfile.TemporaryDirectory(prefix="same-as-") as scratch:
