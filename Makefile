@@ -174,9 +174,9 @@ corpus: $(CORPUS_STAMP) examples/conformance/stateful/gru_step.onnx
 
 # every corpus model through its pipeline, beside onnxruntime's quantize_static by hand;
 # writes docs/conformance.md and .json; exit 1 if the pipeline is less faithful anywhere.
-# CONFORMANCE_ARGS: e.g. "--rounds 1 --runs 20 --jobs 2", fewer timed runs and two models
-# at once (CI, which checks the fidelity; the timings in docs/ come from the default three
-# rounds of 60, one model at a time)
+# CONFORMANCE_ARGS: e.g. "--rounds 1 --runs 20", fewer timed runs (CI, which checks the
+# fidelity; the timings in docs/ come from the default three rounds of 60); "--jobs 2" runs
+# two models at once: on 2 cores no sooner, for 38% more CPU time
 CONFORMANCE_ARGS ?=
 conformance: $(CORPUS_STAMP) examples/conformance/stateful/gru_step.onnx
 	$(PY) examples/conformance/run.py $(CONFORMANCE_ARGS)
