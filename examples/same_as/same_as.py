@@ -220,13 +220,16 @@ def run_corpus(tree: Path, rounds: int, only: list[str] | None, suites) -> dict:
                      f"{rows[name].name} {'written' if written else 'not written'}):\n"
                      f"{done.stdout[-3000:]}{done.stderr[-3000:]}")
     found = fingerprint(rows, tree)
-    return portable(json.loads(json.dumps(found).replace(str(tree), "<tree>")))
+    return portable(found)
+
+
+SCRATCH = "same-as-"   # a copy's scratch folder: tempfile's prefix
 
 
 def portable(found: dict) -> dict:
     """Messages that name a file (a load error) name it in a copy's scratch folder: "<tree>"
     instead, also in fingerprints kept before this was done."""
-    return json.loads(re.sub(r"/[^\s\"']*/same-as-[^/\s\"']+/tree", "<tree>",
+    return json.loads(re.sub(rf"/[^\s\"']*/{SCRATCH}[^/\s\"']+/tree", "<tree>",
                              json.dumps(found)))
 
 
@@ -252,7 +255,7 @@ def made_at(commit: str | None, rounds: int, only: list[str] | None = None,
                          for k, v in json.loads(path.read_text()).items()})
     print(f"{'reference: ' + commit[:12] if commit else 'this tree'}: "
           f"{' and '.join(f'make {name}' for name in suites)} on a copy", flush=True)
-    with tempfile.TemporaryDirectory(prefix="same-as-") as scratch:
+    with tempfile.TemporaryDirectory(prefix=SCRATCH) as scratch:
         tree = Path(scratch) / "tree"
         copy_of(commit, tree)
         found = run_corpus(tree, rounds, only, suites)

@@ -56,15 +56,16 @@ def choose_mix(ranking: list[UnitCost], build: Build, score, budget: float, out:
     """The smallest k whose file (the k most costly units high) meets `budget` (relative
     perplexity increase); the chosen file ends in `out`, the others are removed."""
     order, mix = [c.unit for c in ranking], Mix(budget, ranking)
-    folders: dict[int, Path] = {}
     judged: dict[int, Candidate] = {}
+
+    def folder(k: int) -> Path:
+        return out.with_name(f"{out.name}.k{k}")
 
     def judge(k: int) -> Candidate:
         if k not in judged:
-            folders[k] = out.with_name(f"{out.name}.k{k}")
-            build(tuple(order[:k]), folders[k])
-            quality = score(folders[k]).as_dict()
-            judged[k] = Candidate(tuple(order[:k]), folder_bytes(folders[k]), quality)
+            build(tuple(order[:k]), folder(k))
+            quality = score(folder(k)).as_dict()
+            judged[k] = Candidate(tuple(order[:k]), folder_bytes(folder(k)), quality)
             mix.candidates.append(judged[k])
             progress(f"mix with {k} of {len(order)} units at the high width: "
                      f"{judged[k].bytes / 2**20:.1f} MiB, perplexity "
@@ -80,8 +81,8 @@ def choose_mix(ranking: list[UnitCost], build: Build, score, budget: float, out:
     if judge(best).meets(budget):
         mix.chosen = judge(best)
         shutil.rmtree(out, ignore_errors=True)
-        folders.pop(best).rename(out)
+        folder(best).rename(out)
         mix.folder = out
-    for folder in folders.values():
-        shutil.rmtree(folder, ignore_errors=True)
+    for k in judged:   # the chosen one is already `out`
+        shutil.rmtree(folder(k), ignore_errors=True)
     return mix
