@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-remote test-runs test-emulated accelerator-envs openvino-env qnn-env gpu-env efficientnet-gpu setup clean efficientnet engines prune-distill minilm tflite accuracy-aware search \
-	runner-overhead ssh-loopback fleet search-ray conformance memory emulated-pi slm-parity slm-weight-only
+	runner-overhead ssh-loopback fleet search-ray conformance memory emulated-pi slm-parity slm-weight-only llama-cpp
 
 setup: $(STAMP)
 
@@ -71,9 +71,19 @@ slm-parity: $(STAMP)
 
 # SmolLM2-135M weight-only: the builder's INT8, INT4 and fixed mixed recipe beside the mix
 # measured here (each layer's cost at INT4, the costliest kept at INT8 within a perplexity
-# budget), quality, size and tokens/s in one run; writes docs/slm_weight_only.md (17 min here)
+# budget), and llama.cpp's Q8_0, Q4_K_M and Q4_0 made from the same float weights (after
+# make llama-cpp; left out, saying so, without it): quality, size and tokens/s in one run;
+# writes docs/slm_weight_only.md (17 min here)
 slm-weight-only: $(STAMP)
 	$(PY) examples/slm/weight_only.py $(SLM_ARGS)
+
+# llama.cpp through llama-cpp-python (the `llamacpp` extra): no wheel on PyPI, so pip
+# compiles it, and llama.cpp's library with it (its multimodal library left out), once:
+# pip keeps the built wheel in its cache. Not part of make setup: the GGUF rows of make
+# slm-weight-only and its tests need it, and skip without it (25 min here, 2 cores busy
+# with other work; 14.6 CPU-minutes).
+llama-cpp: $(STAMP)
+	CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(PY) -m pip install --disable-pip-version-check -c constraints.txt -e ".[llamacpp]"
 
 accuracy-aware: $(STAMP) examples/quickstart/digits_cnn.pt
 	$(VENV)/bin/compress run examples/quickstart/accuracy_aware.yaml

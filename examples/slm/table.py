@@ -49,10 +49,12 @@ def render_document(record: dict) -> str:
              "Written by `make slm-weight-only` (`examples/slm/weight_only.py`); do not edit "
              "by hand.", "",
              f"{record['model']} ({record['dequantized_from']} weights, dequantized to float by "
-             "transformers: the float model here is that dequantized checkpoint). Every file "
-             "is onnxruntime-genai's, run by onnxruntime-genai on the CPU. Quality: the first "
+             "transformers: the float model here is that dequantized checkpoint). The builder's "
+             "files run on onnxruntime-genai, llama.cpp's (made by its quantizer from the same "
+             f"float weights) on llama.cpp ({record.get('llama_cpp') or 'left out'}), both on "
+             "the CPU. Quality: the first "
              f"{args['tokens']} tokens of `pydoc_data.topics` (windows of {args['window']}), "
-             "against the float export's logits on the same ids. Speed: a 128-token prompt, "
+             "against the float export's logits on the same ids. Speed: the same 128-token prompt, "
              f"{args['new_tokens']} generated tokens, {args['threads']} thread(s), median of "
              f"{args['rounds']} rounds, every file once per round in a fresh process.", "",
              "| file | size | perplexity (vs float) | mean KL | top-1 agreement | prefill tok/s "

@@ -1,11 +1,13 @@
 """`make slm-weight-only`: SmolLM2-135M quantized weight-only through onnxruntime-genai,
 side by side in one run on the same token ids: the builder's INT8 and INT4 defaults, its
-fixed mixed recipe (k_quant_mixed), and the mix this project measures: each transformer
+fixed mixed recipe (k_quant_mixed), the mix this project measures (each transformer
 layer alone at INT4 scored against the float model on calibration text, the costliest
-layers per weight kept at INT8 until the perplexity budget holds on evaluation text.
-Quality against the float export (perplexity, mean KL, top-1 agreement), file size,
-quantize time, and tokens/s in fresh processes. Writes docs/slm_weight_only.md and
-runs/slm/weight_only.json.
+layers per weight kept at INT8 until the perplexity budget holds on evaluation text),
+and llama.cpp's own types (Q8_0, Q4_K_M, Q4_0) made by its quantizer from the same float
+weights, run by llama.cpp (left out, with a line saying so, where llama-cpp-python is not
+installed: `make llama-cpp`). Quality against the float export (perplexity, mean KL,
+top-1 agreement), file size, quantize time, and tokens/s in fresh processes on the same
+prompt ids. Writes docs/slm_weight_only.md and runs/slm/weight_only.json.
 
     python examples/slm/weight_only.py [--budget 0.05] [--tokens 2048] [--threads 1]
 """
@@ -26,12 +28,15 @@ from table import render_document  # noqa: E402
 from compress.data.text import python_docs_text  # noqa: E402
 from compress.model.causal_lm import token_ids  # noqa: E402
 from compress.quant.lm.genai_route import GenaiRoute  # noqa: E402
+from compress.quant.lm.gguf_route import GGUFRoute  # noqa: E402
 from compress.quant.lm.mix import choose_mix  # noqa: E402
 from compress.quant.lm.nbits import FloatModel, NBits  # noqa: E402
 from compress.quant.lm.sensitivity import measure_sensitivity, rank  # noqa: E402
 from compress.quant.lm.units import units_of  # noqa: E402
+from runtimes.errors import RuntimeInputError  # noqa: E402
 from runtimes.lm.bench import measure_in_processes  # noqa: E402
-from runtimes.lm.genai import folder_bytes  # noqa: E402
+from runtimes.lm.formats import format_of  # noqa: E402
+from runtimes.lm.llamacpp import import_llama_cpp  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 # the builder's own routes, as a user would call them: (label, precision, extra options)
@@ -40,6 +45,10 @@ BUILDER_ROUTES = (("builder INT8 weight-only", "int8", None),
                   ("builder INT4 k_quant", "int4", {"algo_config": "k_quant"}),
                   ("builder INT4 k_quant_mixed (its fixed recipe)", "int4",
                    {"algo_config": "k_quant_mixed"}))
+# llama.cpp's types a user would pick for a small device: (label, type; None: the float file)
+LLAMA_CPP_ROUTES = (("llama.cpp F32 (the same float weights)", None),
+                    ("llama.cpp Q8_0", "Q8_0"), ("llama.cpp Q4_K_M", "Q4_K_M"),
+                    ("llama.cpp Q4_0", "Q4_0"))
 
 
 def say(line: str) -> None:
@@ -66,6 +75,27 @@ def measured_mix(route, fp32: Path, units, calibration, reference, args, out: Pa
                     method=args.method)
     return choose_mix(ranking, build, lambda f: route.score(f, reference), args.budget,
                       out, say)
+
+
+def llama_cpp_rows(source: Path, out: Path) -> tuple[list[dict], str]:
+    """llama.cpp's files from the float weights of `source` (the GGUF as given), and the
+    llama-cpp-python version; or none and the reason where it is not installed."""
+    try:
+        version = f"llama-cpp-python {import_llama_cpp().__version__}"
+    except RuntimeInputError as exc:
+        return [], f"left out: {exc}"
+    route = GGUFRoute(source, out / "gguf", threads=2)
+    rows = []
+    for label, kind in LLAMA_CPP_ROUTES:
+        path = out / "gguf" / f"{(kind or 'F32').lower()}.gguf"
+        if kind is None:
+            _, seconds = timed(route.float_file)
+        else:
+            _, seconds = timed(lambda: route.build(kind, path))
+        rows.append({"label": label, "folder": route.float_file() if kind is None else path,
+                     "seconds": None if kind is None else seconds, "route": route})
+        say(f"{label}: made in {seconds:.0f} s")
+    return rows, version
 
 
 def main() -> int:
@@ -108,18 +138,21 @@ def main() -> int:
         rows.append({"label": f"measured mix ({args.method}, perplexity budget "
                               f"+{args.budget:.0%})",
                      "folder": mix.folder, "seconds": seconds, "quality": mix.chosen.quality})
+    gguf_rows, llama_cpp = llama_cpp_rows(lm.path, out)
+    rows += gguf_rows
     speeds = measure_in_processes([row["folder"] for row in rows], 128, args.new_tokens,
-                                  args.threads, args.rounds)
+                                  args.threads, args.rounds, prompt=ids[:128])
     for row, speed in zip(rows, speeds):
-        row["bytes"] = folder_bytes(row["folder"])
+        row["bytes"] = format_of(row["folder"]).weights_bytes(Path(row["folder"]))
         if "quality" not in row:
-            row["quality"] = route.score(row["folder"], reference).as_dict()
+            scorer = row.pop("route", route)
+            row["quality"] = scorer.score(Path(row["folder"]), reference).as_dict()
         row["speed"] = speed
         say(f"{row['label']}: {row['bytes'] / 2**20:.1f} MiB, perplexity "
             f"{row['quality']['perplexity_increase']:+.2%}, decode "
             f"{row['speed']['decode_tok_s']:.1f} tok/s")
     record = {"model": lm.path.name, "dequantized_from": lm.dequantized_from, "args": vars(args),
-              "rows": rows, "mix": mix.as_dict()}
+              "rows": rows, "mix": mix.as_dict(), "llama_cpp": llama_cpp}
     (out / "weight_only.json").write_text(json.dumps(record, indent=1, default=str))
     (REPO / "docs" / "slm_weight_only.md").write_text(render_document(record))
     say(f"wrote docs/slm_weight_only.md and {out / 'weight_only.json'}")

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from runtimes.errors import RuntimeInputError
+from runtimes.lm.stream import StreamModel
 
 
 def import_genai():
@@ -29,10 +30,22 @@ def import_genai():
     return onnxruntime_genai
 
 
+def accepts(path: Path) -> bool:
+    return path.is_dir() and (path / "genai_config.json").is_file()
+
+
 def folder_bytes(folder: str | Path) -> int:
     """The model's size on disk: model.onnx and its weights file (the tokenizer and the
     config are not the model)."""
     return sum(p.stat().st_size for p in Path(folder).glob("model.onnx*"))
+
+
+def kv_cache_bytes(folder: Path, tokens: int) -> int:
+    """Keys and values of every layer for `tokens` positions, as genai_config.json
+    declares them (float32 on the CPU)."""
+    decoder = json.loads((folder / "genai_config.json").read_text())["model"]["decoder"]
+    per_token = 2 * decoder["num_hidden_layers"] * decoder["num_key_value_heads"] * decoder["head_size"]
+    return per_token * tokens * 4
 
 
 def require_folder(folder: Path) -> Path:
@@ -42,7 +55,7 @@ def require_folder(folder: Path) -> Path:
     return folder
 
 
-class GenaiModel:
+class GenaiModel(StreamModel):
     """One loaded model folder; each call starts from an empty KV cache."""
 
     def __init__(self, folder: str | Path, threads: int | None = None):
@@ -62,6 +75,9 @@ class GenaiModel:
         """The folder's tokenizer, as onnxruntime-genai reads it (no transformers)."""
         return self._og.Tokenizer(self.model)
 
+    def encode(self, text: str) -> list[int]:
+        return list(self.tokenizer().encode(text))
+
     def generator(self, length: int):
         if length > self.context:
             raise RuntimeInputError(f"{length} tokens do not fit the model's context of "
@@ -77,12 +93,18 @@ class GenaiModel:
         out = generator.get_output("logits")
         return out.reshape(-1, out.shape[-1])[-len(ids):]
 
-    def greedy(self, ids: list[int], new_tokens: int) -> list[int]:
-        """The `new_tokens` ids greedy decoding picks after `ids` (fewer at an end token)."""
-        generator = self.generator(len(ids) + new_tokens)
-        generator.append_tokens(np.asarray(ids, dtype=np.int32))
-        picked: list[int] = []
-        while len(picked) < new_tokens and not generator.is_done():
-            generator.generate_next_token()
-            picked.append(int(generator.get_next_tokens()[0]))
-        return picked
+    # the stream (runtimes/lm/stream.py): a prompt in one call, then one pick at a time
+
+    def feed(self, ids: list[int], new_tokens: int = 0) -> None:
+        """A prompt from an empty cache, in one call, with room for `new_tokens` more."""
+        self._stream = self.generator(len(ids) + new_tokens)
+        self._stream.append_tokens(np.asarray(ids, dtype=np.int32))
+
+    def next_token(self) -> int:
+        """The greedy pick: the first from the prompt's logits, each later one after a
+        model call on the previous pick."""
+        self._stream.generate_next_token()
+        return int(self._stream.get_next_tokens()[0])
+
+    def done(self) -> bool:
+        return self._stream.is_done()

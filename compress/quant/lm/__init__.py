@@ -1,9 +1,11 @@
-"""Weight-only quantization of language models (onnxruntime-genai folders): MatMul
-weights in blocks of 4 or 8 bits, the width of each layer chosen from measured cost.
+"""Weight-only quantization of language models: onnxruntime-genai folders (MatMul weights
+in blocks of 4 or 8 bits, the width of each layer chosen from measured cost) and GGUF
+files for llama.cpp (its own types).
 
     nbits.py        the float folder's MatMuls at the width a plan gives each (probes)
     units.py        the units widths are chosen for: a transformer layer, or one MatMul
     sensitivity.py  each unit alone at the low width, scored against the float model
     mix.py          the smallest mix that meets a perplexity budget: built, judged, chosen
     genai_route.py  onnxruntime-genai's builder makes each file, onnxruntime-genai runs it
+    gguf_route.py   llama.cpp's quantizer makes each GGUF type, llama.cpp runs it
 """

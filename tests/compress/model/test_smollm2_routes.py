@@ -141,3 +141,37 @@ def test_tokens_per_second_are_measured_in_a_fresh_process(int4_mix):
     assert speed["rss_base_mb"] < speed["rss_loaded_mb"] <= speed["peak_rss_mb"]
     assert speed["weights_bytes"] == folder_bytes(int4_mix)
     assert set(speed["spread"]) >= {"decode_tok_s", "prefill_tok_s"}
+
+
+def test_llama_cpp_runs_the_same_float_weights_and_makes_its_own_types(smollm2, tmp_path):
+    """The GGUF route: the float GGUF (the same weights transformers dequantized) run by
+    llama.cpp scores as the float export does on the same ids and picks the same tokens;
+    llama.cpp's quantizer makes Q8_0 from it; lm-bench measures the file on llama.cpp.
+    Skipped without llama-cpp-python (`make llama-cpp`: it compiles)."""
+    pytest.importorskip("llama_cpp")
+    from compress.data.text import python_docs_text
+    from compress.model.causal_lm import token_ids
+    from compress.quant.lm.gguf_route import GGUFRoute
+    from runtimes.lm.bench import measure_in_processes
+    from runtimes.lm.genai import GenaiModel
+    from runtimes.lm.llamacpp import LlamaCppModel
+    from runtimes.lm.quality import Reference
+    model, fp32 = smollm2
+    ids = token_ids(model.hf_folder, python_docs_text(), limit=257)
+    reference = Reference(GenaiModel(fp32, threads=1).logits, ids, 256)
+    route = GGUFRoute(smollm2_gguf(), tmp_path, threads=1)
+    same = route.score(route.float_file(), reference).against
+    assert abs(same["perplexity_increase"]) < 1e-3 and same["top1_agreement"] > 0.99
+    prompt = token_ids(model.hf_folder, PROMPTS[0])
+    assert (LlamaCppModel(route.float_file(), 1).greedy(prompt, 16)
+            == GenaiModel(fp32, threads=1).greedy(prompt, 16))
+    q8 = route.build("Q8_0", tmp_path / "q8_0.gguf")
+    assert q8.stat().st_size < 0.3 * route.float_file().stat().st_size
+    assert 0 < route.score(q8, reference).against["kl_mean"] < 0.02
+    with pytest.raises(ValueError, match="no GGUF type 'Q9_X'.*Q4_K_M"):
+        route.build("Q9_X", tmp_path / "nope.gguf")
+    speed, = measure_in_processes([q8], prompt_tokens=32, new_tokens=8, rounds=1,
+                                  prompt=ids[:32])
+    assert speed["engine"] == "llama.cpp" and speed["weights_bytes"] == q8.stat().st_size
+    assert speed["decode_tokens"] == 7 and speed["decode_tok_s"] > 0
+    assert not list(tmp_path.glob("*.partial"))

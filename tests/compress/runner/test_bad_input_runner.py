@@ -320,7 +320,7 @@ ENTRY_CASES = [
     pytest.param(["benchmark", "g.onnx"], "unknown command 'benchmark'",
                  id="entry:unknown-command"),
     pytest.param([], "bench", id="entry:no-command"),
-    pytest.param(["lm-bench", "g.onnx"], "is not an onnxruntime-genai model folder",
+    pytest.param(["lm-bench", "g.onnx"], "is not a language model this runner opens",
                  id="entry:lm-bench-not-a-folder"),
 ]
 ENTRY_IDS = ["bench-missing-model", "bench-garbage-model", "unknown-command", "no-command",

@@ -1,0 +1,50 @@
+"""The language-model formats this runner opens, one row each: how to recognize the path,
+the engine that runs it, its weights' size on disk and its KV cache's size. The
+measurements (bench.py) and the quality scoring go through `open_model`, never through
+one engine by name, so a format is one row here and one module beside it.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from runtimes.errors import RuntimeInputError
+from runtimes.lm import genai, llamacpp
+
+
+@dataclass(frozen=True)
+class Format:
+    what: str                    # how an error names the path this format wants
+    engine: str
+    accepts: Callable[[Path], bool]
+    runtime: Callable[[], object]  # loads the engine's libraries (a clear error if missing)
+    open: Callable               # (path, threads, **options) -> a model with the stream calls
+    weights_bytes: Callable[[Path], int]
+    kv_cache_bytes: Callable[[Path, int], int]
+
+
+FORMATS = (
+    Format("an onnxruntime-genai model folder (with its genai_config.json)",
+           "onnxruntime-genai", genai.accepts, genai.import_genai,
+           lambda path, threads, **_: genai.GenaiModel(path, threads),
+           genai.folder_bytes, genai.kv_cache_bytes),
+    Format("a .gguf file", "llama.cpp", llamacpp.accepts, llamacpp.import_llama_cpp,
+           lambda path, threads, **options: llamacpp.LlamaCppModel(path, threads, **options),
+           llamacpp.file_bytes, llamacpp.kv_cache_bytes),
+)
+
+
+def format_of(path: str | Path) -> Format:
+    path = Path(path)
+    for found in FORMATS:
+        if found.accepts(path):
+            return found
+    raise RuntimeInputError(f"{path} is not a language model this runner opens: "
+                            + " or ".join(f.what for f in FORMATS))
+
+
+def open_model(path: str | Path, threads: int | None = None, **options):
+    """The model at `path` on its format's engine; `options` go to engines that take
+    them (llama.cpp: all_logits, context)."""
+    return format_of(path).open(Path(path), threads, **options)

@@ -1,0 +1,27 @@
+"""The calls every language-model engine offers (runtimes/lm/genai.py, llamacpp.py), and
+what is built on them once: greedy generation. The tokens/s benchmark drives the same
+three stream calls, so every engine is timed on the same steps."""
+from __future__ import annotations
+
+
+class StreamModel:
+    """An engine's model: `feed` a prompt from an empty cache (with room for more),
+    then `next_token` picks one id at a time (the first from the prompt's logits, each
+    later one after a model call on the previous pick) until `done`."""
+
+    def feed(self, ids: list[int], new_tokens: int = 0) -> None:
+        raise NotImplementedError
+
+    def next_token(self) -> int:
+        raise NotImplementedError
+
+    def done(self) -> bool:
+        raise NotImplementedError
+
+    def greedy(self, ids: list[int], new_tokens: int) -> list[int]:
+        """The `new_tokens` ids greedy decoding picks after `ids` (fewer at an end token)."""
+        self.feed(ids, new_tokens)
+        picked: list[int] = []
+        while len(picked) < new_tokens and not self.done():
+            picked.append(self.next_token())
+        return picked
