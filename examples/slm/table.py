@@ -21,24 +21,41 @@ def row_line(row: dict, float_decode: float) -> str:
             f"{s['peak_rss_mb']:.0f} MB | {seconds} |")
 
 
-def mix_lines(mix: dict) -> list[str]:
-    lines = ["", "## The measured mix", "",
-             f"Each unit (a {{granularity}}) alone at INT4, every other weight float, against "
-             f"the float model "
-             f"on {{calibration}} calibration tokens; ranked by mean KL per weight. "
-             f"Perplexity budget: +{mix['perplexity_budget']:.0%}.", "",
-             "| rank | unit | weights | KL alone at INT4 | perplexity alone |", "|---:|---|---:|---:|---:|"]
+def mix_lines(mix: dict, title: str, probe: str, high: str) -> list[str]:
+    """A mix search's section: `probe` says what a unit's probe holds, `high` names the
+    wider width."""
+    lines = ["", f"## {title}", "",
+             f"{probe}, against the float model; ranked by mean KL "
+             f"per weight. Perplexity budget: +{mix['perplexity_budget']:.0%}.", "",
+             "| rank | unit | weights | KL alone low | perplexity alone |",
+             "|---:|---|---:|---:|---:|"]
     for n, cost in enumerate(mix["ranking"], 1):
         lines.append(f"| {n} | {cost['unit']} | {cost['parameters'] / 1e6:.2f} M | "
                      f"{cost['kl_mean']:.4f} | {cost['perplexity_increase']:+.2%} |")
-    lines += ["", "Files built and judged on the evaluation text (k most costly units at INT8):",
-              "", "| units at INT8 | size | perplexity vs float |", "|---|---:|---:|"]
+    lines += ["", f"Files built and judged on the evaluation text (k most costly units at "
+              f"{high}):", "", f"| units at {high} | size | perplexity vs float |",
+              "|---|---:|---:|"]
     for c in sorted(mix["candidates"], key=lambda c: len(c["high"])):
         lines.append(f"| {len(c['high'])}: {', '.join(c['high']) or '—'} | "
                      f"{c['bytes'] / 2**20:.1f} MiB | {c['quality']['perplexity_increase']:+.2%} |")
     chosen = mix["chosen"]
-    lines += ["", f"Chosen: {len(chosen['high'])} units at INT8." if chosen else
-              "No mix met the budget: even every layer at INT8 missed it."]
+    lines += ["", f"Chosen: {len(chosen['high'])} units at {high}." if chosen else
+              f"No mix met the budget: even every unit at {high} missed it."]
+    return lines
+
+
+def _mixes(record: dict) -> list[str]:
+    args = record["args"]
+    unit = "transformer layer" if args.get("granularity", "layer") == "layer" else "MatMul"
+    lines = mix_lines(record["mix"], "The measured mix (onnxruntime-genai)",
+                      f"Each unit (a {unit}) alone at INT4, every other weight float, on "
+                      f"{args['calibration']} calibration tokens", "INT8")
+    if record.get("gguf_mix"):
+        low, high = args["gguf_low"], args["gguf_high"]
+        lines += mix_lines(record["gguf_mix"], "The measured mix (llama.cpp)",
+                           f"Each unit (a transformer layer, or the embedding table) alone at "
+                           f"{low}, every other weight at {high}, all made by llama.cpp's "
+                           f"quantizer, on {args['calibration']} calibration tokens", high)
     return lines
 
 
@@ -61,9 +78,6 @@ def render_document(record: dict) -> str:
              "| decode tok/s (vs float) | peak RSS | quantize time |",
              "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     lines += [row_line(row, float_decode) for row in rows]
-    lines += [line.replace("{calibration}", str(args["calibration"]))
-              .replace("{granularity}", "transformer layer" if args.get("granularity", "layer")
-                       == "layer" else "MatMul")
-              for line in mix_lines(record["mix"])]
+    lines += _mixes(record)
     lines += ["", f"Measured on {describe_host()}, {time.strftime('%Y-%m-%d')}."]
     return "\n".join(lines) + "\n"

@@ -36,6 +36,7 @@ from compress.quant.lm.units import units_of  # noqa: E402
 from runtimes.errors import RuntimeInputError  # noqa: E402
 from runtimes.lm.bench import measure_in_processes  # noqa: E402
 from runtimes.lm.formats import format_of  # noqa: E402
+from runtimes.lm.genai import folder_bytes  # noqa: E402
 from runtimes.lm.llamacpp import import_llama_cpp  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,9 +64,10 @@ def timed(make):
 
 def measured_mix(route, fp32: Path, units, calibration, reference, args, out: Path):
     """Rank the layers on calibration text, then the smallest mix meeting the budget."""
-    model = FloatModel(fp32)
-    costs = measure_sensitivity(model, units, lambda f: route.score(f, calibration), 4,
-                                NBits(method=args.method), say)
+    model, nbits = FloatModel(fp32), NBits(method=args.method)
+    costs = measure_sensitivity(
+        units, lambda unit, where: model.write({n: 4 for n in unit.nodes}, nbits, where),
+        lambda f: route.score(f, calibration), "INT4", say)
     del model
     ranking = rank(costs)
     nodes = {u.name: u.nodes for u in units}
@@ -73,17 +75,38 @@ def measured_mix(route, fp32: Path, units, calibration, reference, args, out: Pa
     def build(high, folder):
         route.build("int4", folder, tuple(n for name in high for n in nodes[name]),
                     method=args.method)
+        return folder_bytes(folder)
     return choose_mix(ranking, build, lambda f: route.score(f, reference), args.budget,
                       out, say)
 
 
-def llama_cpp_rows(source: Path, out: Path) -> tuple[list[dict], str]:
-    """llama.cpp's files from the float weights of `source` (the GGUF as given), and the
-    llama-cpp-python version; or none and the reason where it is not installed."""
+def gguf_measured_mix(route: GGUFRoute, calibration, reference, args, out: Path):
+    """The same search on llama.cpp: each layer alone at the low type (every other
+    tensor at Q8_0) ranked on calibration text, the costliest per weight at the high
+    type until the budget holds; every width measured (pure: no fixed recipe)."""
+    units = units_of(route.tensors(), "layer")
+    costs = measure_sensitivity(
+        units, lambda unit, where: route.build(
+            "Q8_0", where.with_suffix(".gguf"), {n: args.gguf_low for n in unit.nodes}, True),
+        lambda f: route.score(f, calibration), args.gguf_low, say)
+    nodes = {u.name: u.nodes for u in units}
+
+    def build(high, path):
+        route.build(args.gguf_low, path,
+                    {n: args.gguf_high for name in high for n in nodes[name]}, pure=True)
+        return path.stat().st_size
+    return choose_mix(rank(costs), build, lambda f: route.score(f, reference), args.budget,
+                      out, say)
+
+
+def llama_cpp_rows(source: Path, out: Path, calibration, reference, args):
+    """llama.cpp's files from the float weights of `source` (the GGUF as given), its
+    measured mix, and the llama-cpp-python version; or none and the reason where it is
+    not installed."""
     try:
         version = f"llama-cpp-python {import_llama_cpp().__version__}"
     except RuntimeInputError as exc:
-        return [], f"left out: {exc}"
+        return [], f"left out: {exc}", None
     route = GGUFRoute(source, out / "gguf", threads=2)
     rows = []
     for label, kind in LLAMA_CPP_ROUTES:
@@ -95,7 +118,13 @@ def llama_cpp_rows(source: Path, out: Path) -> tuple[list[dict], str]:
         rows.append({"label": label, "folder": route.float_file() if kind is None else path,
                      "seconds": None if kind is None else seconds, "route": route})
         say(f"{label}: made in {seconds:.0f} s")
-    return rows, version
+    mix, seconds = timed(lambda: gguf_measured_mix(route, calibration, reference, args,
+                                                   out / "gguf" / "measured-mix.gguf"))
+    if mix.folder:
+        rows.append({"label": f"measured mix on llama.cpp ({args.gguf_low}, {args.gguf_high} "
+                              f"where measured, perplexity budget +{args.budget:.0%})",
+                     "folder": mix.folder, "seconds": seconds, "quality": mix.chosen.quality})
+    return rows, version, mix.as_dict()
 
 
 def main() -> int:
@@ -111,6 +140,10 @@ def main() -> int:
                         help="the builder's base method for the mix's INT4 and INT8 weights "
                         "(k_quant: under `default` the builder cannot keep the output layer at "
                         "INT8 with tied embeddings; not a choice tuned on this model)")
+    parser.add_argument("--gguf-low", default="Q4_0",
+                        help="llama.cpp's mix: the type of every tensor not kept wider (the "
+                        "same 4 bits in blocks of 32 as the builder's INT4)")
+    parser.add_argument("--gguf-high", default="Q8_0", help="llama.cpp's mix: the wider type")
     parser.add_argument("--threads", type=int, default=1, help="threads of the tokens/s runs")
     parser.add_argument("--rounds", type=int, default=5,
                         help="rounds of tokens/s runs, every file once per round, each in a "
@@ -138,7 +171,7 @@ def main() -> int:
         rows.append({"label": f"measured mix ({args.method}, perplexity budget "
                               f"+{args.budget:.0%})",
                      "folder": mix.folder, "seconds": seconds, "quality": mix.chosen.quality})
-    gguf_rows, llama_cpp = llama_cpp_rows(lm.path, out)
+    gguf_rows, llama_cpp, gguf_mix = llama_cpp_rows(lm.path, out, calibration, reference, args)
     rows += gguf_rows
     speeds = measure_in_processes([row["folder"] for row in rows], 128, args.new_tokens,
                                   args.threads, args.rounds, prompt=ids[:128])
@@ -152,7 +185,8 @@ def main() -> int:
             f"{row['quality']['perplexity_increase']:+.2%}, decode "
             f"{row['speed']['decode_tok_s']:.1f} tok/s")
     record = {"model": lm.path.name, "dequantized_from": lm.dequantized_from, "args": vars(args),
-              "rows": rows, "mix": mix.as_dict(), "llama_cpp": llama_cpp}
+              "rows": rows, "mix": mix.as_dict(), "llama_cpp": llama_cpp,
+              "gguf_mix": gguf_mix}
     (out / "weight_only.json").write_text(json.dumps(record, indent=1, default=str))
     (REPO / "docs" / "slm_weight_only.md").write_text(render_document(record))
     say(f"wrote docs/slm_weight_only.md and {out / 'weight_only.json'}")

@@ -6,8 +6,10 @@ With k units at the high width (the k most costly), quality improves as k grows 
 weights kept precise; not strictly guaranteed, so every file judged is reported) and the
 size grows with k: a binary search over k finds the smallest k whose file meets the
 budget in about log2(units) builds. Each candidate is built by the caller's `build`
-(onnxruntime-genai's builder with a weight type per node) and judged by its `score` on
-evaluation text, apart from the calibration text that ranked the units.
+(onnxruntime-genai's builder with a weight type per node, or llama.cpp's quantizer with a
+type per tensor), which says its size on disk, and judged by its `score` on evaluation
+text, apart from the calibration text that ranked the units. A candidate is a folder or
+a file: its name keeps `out`'s suffix (`mix.k3.gguf`).
 """
 from __future__ import annotations
 
@@ -16,10 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from runtimes.lm.genai import folder_bytes
 from compress.quant.lm.sensitivity import UnitCost
 
-Build = Callable[[tuple, Path], None]    # (units at the high width, folder) -> writes it
+Build = Callable[[tuple, Path], int]   # (units at the high width, path) -> writes it: bytes
 
 
 @dataclass(frozen=True)
@@ -59,13 +60,13 @@ def choose_mix(ranking: list[UnitCost], build: Build, score, budget: float, out:
     judged: dict[int, Candidate] = {}
 
     def folder(k: int) -> Path:
-        return out.with_name(f"{out.name}.k{k}")
+        return out.with_name(f"{out.stem}.k{k}{out.suffix}")
 
     def judge(k: int) -> Candidate:
         if k not in judged:
-            build(tuple(order[:k]), folder(k))
+            size = build(tuple(order[:k]), folder(k))
             quality = score(folder(k)).as_dict()
-            judged[k] = Candidate(tuple(order[:k]), folder_bytes(folder(k)), quality)
+            judged[k] = Candidate(tuple(order[:k]), size, quality)
             mix.candidates.append(judged[k])
             progress(f"mix with {k} of {len(order)} units at the high width: "
                      f"{judged[k].bytes / 2**20:.1f} MiB, perplexity "
@@ -80,9 +81,16 @@ def choose_mix(ranking: list[UnitCost], build: Build, score, budget: float, out:
     best = low if judge(low).meets(budget) else high
     if judge(best).meets(budget):
         mix.chosen = judge(best)
-        shutil.rmtree(out, ignore_errors=True)
+        _remove(out)
         folder(best).rename(out)
         mix.folder = out
     for k in judged:   # the chosen one is already `out`
-        shutil.rmtree(folder(k), ignore_errors=True)
+        _remove(folder(k))
     return mix
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)

@@ -4,9 +4,10 @@ quantized (nbits.py), scored against the float model's logits on calibration tex
 (mean KL divergence per token, the perplexity change, top-1 agreement). The units are
 then ranked by KL per weight: the first give the most quality back per byte.
 
-A probe quantizes at the ONNX level (onnxruntime's MatMulNBits quantizer, the builder's
-own) and leaves the embeddings float; it ranks the units. The mixes made from the ranking
-are built and judged whole (mix.py).
+The caller's `probe` writes that model: for onnxruntime-genai at the ONNX level
+(onnxruntime's MatMulNBits quantizer, the builder's own, the embeddings left float); for
+llama.cpp with its quantizer (the unit's tensors at the low type, every other at Q8_0).
+It ranks the units. The mixes made from the ranking are built and judged whole (mix.py).
 """
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Callable
 
-from compress.quant.lm.nbits import FloatModel, NBits
 from compress.quant.lm.units import Unit
 
 Score = Callable[[Path], object]         # a model folder -> its TextQuality vs float
+Probe = Callable[[Unit, Path], Path]     # (unit, where) -> the model with it alone low
 
 
 @dataclass(frozen=True)
@@ -34,20 +35,18 @@ class UnitCost:
         return asdict(self)
 
 
-def measure_sensitivity(model: FloatModel, units: list[Unit], score: Score, low: int,
-                        nbits: NBits,
+def measure_sensitivity(units: list[Unit], probe: Probe, score: Score, low: str,
                         progress: Callable[[str], None] = lambda _: None) -> list[UnitCost]:
-    """Each unit's cost at `low` bits, in the units' order (rank() orders them). The
-    probes are written one at a time in a temporary folder (a model's size each)."""
+    """Each unit's cost at the `low` width (named in the progress lines), in the units'
+    order (rank() orders them). The probes are written one at a time in a temporary
+    folder (a model's size each)."""
     costs = []
     with tempfile.TemporaryDirectory(prefix="lm-probe-") as scratch:
-        probe = Path(scratch) / "probe"
         for n, unit in enumerate(units, 1):
-            folder = model.write({node: low for node in unit.nodes}, nbits, probe)
-            against = score(folder).against
+            against = score(probe(unit, Path(scratch) / "probe")).against
             costs.append(UnitCost(unit.name, unit.parameters, against["kl_mean"],
                                   against["perplexity_increase"], against["top1_agreement"]))
-            progress(f"sensitivity {n}/{len(units)}: {unit.name} at {low} bits alone: KL "
+            progress(f"sensitivity {n}/{len(units)}: {unit.name} at {low} alone: KL "
                      f"{against['kl_mean']:.4f}, perplexity {against['perplexity_increase']:+.2%}")
     return costs
 

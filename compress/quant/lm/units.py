@@ -2,14 +2,15 @@
 transformer layer they belong to (every projection of `layers.N`), or one unit per node.
 
 Node names are the ones onnxruntime-genai's builder writes (`/model/layers.12/mlp/
-down_proj/MatMul`, `/lm_head/MatMul`); a node outside any layer is a unit of its own.
+down_proj/MatMul`, `/lm_head/MatMul`) or a GGUF's tensor names (`blk.12.ffn_down.weight`,
+`token_embd.weight`); a node outside any layer is a unit of its own.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 
-LAYER = re.compile(r"/layers\.(\d+)/")
+LAYER = re.compile(r"(?:/layers\.|^blk\.)(\d+)[./]")
 GRANULARITIES = ("layer", "matmul")
 
 
@@ -39,5 +40,7 @@ def _unit_name(node: str, granularity: str) -> str:
         return f"layers.{layer.group(1)}"
     if granularity == "layer" and node.endswith("/MatMul"):
         return node.strip("/").removesuffix("/MatMul")   # "/lm_head/MatMul" -> "lm_head"
+    if granularity == "layer" and node.endswith(".weight"):
+        return node.removesuffix(".weight")              # "token_embd.weight" -> "token_embd"
     return node
 

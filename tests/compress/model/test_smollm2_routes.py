@@ -123,8 +123,9 @@ def test_a_probe_quantizes_a_layer_as_the_builder_does(smollm2, int4_mix, tmp_pa
     assert 0 < kl < 0.05
     float_model = FloatModel(fp32)
     units = [u for u in units_of(float_model.matmuls()) if u.name in ("layers.4", "lm_head")]
-    costs = measure_sensitivity(float_model, units, lambda f: route.score(f, reference), 4,
-                                NBits())
+    costs = measure_sensitivity(
+        units, lambda unit, where: float_model.write({n: 4 for n in unit.nodes}, NBits(), where),
+        lambda f: route.score(f, reference), "INT4")
     assert [c.unit for c in costs] == ["layers.4", "lm_head"]
     assert costs[0].kl_mean == pytest.approx(kl) and costs[1].kl_mean > 0
     per_weight = [c.kl_mean / c.parameters for c in costs]
@@ -170,6 +171,14 @@ def test_llama_cpp_runs_the_same_float_weights_and_makes_its_own_types(smollm2, 
     assert 0 < route.score(q8, reference).against["kl_mean"] < 0.02
     with pytest.raises(ValueError, match="no GGUF type 'Q9_X'.*Q4_K_M"):
         route.build("Q9_X", tmp_path / "nope.gguf")
+    # a mix: one tensor wider by llama.cpp's own override, every other at the base type
+    from gguf import GGUFReader
+    mixed = route.build("Q4_0", tmp_path / "mix.gguf", {"blk.3.ffn_down.weight": "Q8_0"},
+                        pure=True)
+    kinds = {t.name: t.tensor_type.name for t in GGUFReader(str(mixed)).tensors}
+    weights = {name for name, _ in route.tensors()}
+    assert kinds.pop("blk.3.ffn_down.weight") == "Q8_0" and len(weights) == 211
+    assert {kinds[name] for name in weights if name in kinds} == {"Q4_0"}
     speed, = measure_in_processes([q8], prompt_tokens=32, new_tokens=8, rounds=1,
                                   prompt=ids[:32])
     assert speed["engine"] == "llama.cpp" and speed["weights_bytes"] == q8.stat().st_size
