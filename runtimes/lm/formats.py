@@ -1,7 +1,7 @@
 """The language-model formats this runner opens, one row each: how to recognize the path,
-the engine that runs it, its weights' size on disk and its KV cache's size. The
-measurements (bench.py) and the quality scoring go through `open_model`, never through
-one engine by name, so a format is one row here and one module beside it.
+the engine that runs it, its weights' size on disk and its KV cache's size. The tokens/s
+measurement (bench.py) goes through `format_of`, never through one engine by name, so a
+format is one row here and one module beside it.
 """
 from __future__ import annotations
 
@@ -43,8 +43,3 @@ def format_of(path: str | Path) -> Format:
     raise RuntimeInputError(f"{path} is not a language model this runner opens: "
                             + " or ".join(f.what for f in FORMATS))
 
-
-def open_model(path: str | Path, threads: int | None = None, **options):
-    """The model at `path` on its format's engine; `options` go to engines that take
-    them (llama.cpp: all_logits, context)."""
-    return format_of(path).open(Path(path), threads, **options)

@@ -46,8 +46,8 @@ def file_bytes(path: str | Path) -> int:
 
 
 def gguf_metadata(path: Path) -> dict:
-    """The GGUF's key-value metadata that sizes the KV cache (read with the `gguf`
-    package when present, else from llama.cpp's loaded model in `LlamaCppModel`)."""
+    """The GGUF's key-value metadata that sizes the KV cache, read with the `gguf`
+    package (the `llamacpp` extra installs it)."""
     from gguf import GGUFReader
     fields = GGUFReader(str(path)).fields
     arch = fields["general.architecture"].contents()

@@ -3,20 +3,25 @@ what is built on them once: greedy generation. The tokens/s benchmark drives the
 three stream calls, so every engine is timed on the same steps."""
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 
-class StreamModel:
+
+class StreamModel(ABC):
     """An engine's model: `feed` a prompt from an empty cache (with room for more),
     then `next_token` picks one id at a time (the first from the prompt's logits, each
     later one after a model call on the previous pick) until `done`."""
 
+    @abstractmethod
     def feed(self, ids: list[int], new_tokens: int = 0) -> None:
-        raise NotImplementedError
+        """The prompt in one call, from an empty cache."""
 
+    @abstractmethod
     def next_token(self) -> int:
-        raise NotImplementedError
+        """The next greedy pick."""
 
+    @abstractmethod
     def done(self) -> bool:
-        raise NotImplementedError
+        """An end token was picked, or the room asked for is used up."""
 
     def greedy(self, ids: list[int], new_tokens: int) -> list[int]:
         """The `new_tokens` ids greedy decoding picks after `ids` (fewer at an end token)."""

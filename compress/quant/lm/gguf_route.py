@@ -120,10 +120,6 @@ class GGUFRoute:
     def _model(self, path: Path, window: int) -> LlamaCppModel:
         return LlamaCppModel(path, self.threads, all_logits=True, context=window)
 
-    def reference(self, ids: list[int], window: int) -> Reference:
-        """The float file's logits on `ids`, run by llama.cpp."""
-        return Reference(self._model(self.float_file(), window).logits, ids, window)
-
     def score(self, path: Path, reference: Reference):
         window = max(len(chunk) for chunk in reference.windows)
         return reference.score(self._model(path, window).logits)
