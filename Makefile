@@ -123,9 +123,8 @@ test-emulated: $(STAMP)
 	$(PY) -m pytest -q -m emulated $(PYTEST_ARGS)
 
 # the emulated Pi's arm64 userland alone (built or reused; test-emulated builds it when
-# missing): CI builds it beside the other suites. It needs only Python's standard library
-# and pip (the wheel it installs in the Pi is built by pip), so not .venv: CI starts it
-# while .venv is still being built
+# missing). It needs only Python's standard library and pip (the wheel it installs in the
+# Pi is built by pip), so not .venv: CI builds it while .venv downloads
 emulated-pi:
 	bash tests/device/setup_host.sh
 	$(PYTHON) -m tests.device.emulated_pi build
