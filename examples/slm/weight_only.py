@@ -22,7 +22,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / ".."))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from parity import smollm2_export  # noqa: E402
+from parity import lm_export  # noqa: E402
 from table import render_document  # noqa: E402
 
 from compress.data.text import python_docs_text  # noqa: E402
@@ -152,7 +152,7 @@ def main() -> int:
     parser.add_argument("--out", default="runs/slm")
     args = parser.parse_args()
     out = Path(args.out)
-    lm, fp32 = smollm2_export(out, say)
+    lm, fp32 = lm_export("smollm2-135m", out, say)
     ids = token_ids(lm.hf_folder, python_docs_text())
     route = GenaiRoute(lm.hf_folder, fp32, threads=2)
     # evaluation: the text's first tokens; calibration: its last, apart from them

@@ -9,7 +9,9 @@ decode `new_tokens` greedily, one model call per token (decode tokens/s over the
 after the first pick). Every engine runs the same calls (feed, next_token, done), so the
 figures compare. Memory: the process's resident size before loading (the runtime's
 base), after loading, and its peak; the weights on disk and the KV cache at the
-generated length, computed from the model's own configuration, beside it.
+generated length, computed from the model's own configuration, beside it. The ids it
+picked, the machine and whether torch was loaded come with the figures: a device's run is
+checked against the host's by its ids.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import sys
 import time
 from pathlib import Path
 
+from runtimes.hostinfo import describe_host
 from runtimes.lm.formats import format_of
 from runtimes.lm.text import python_docs_text
 
@@ -62,20 +65,22 @@ def measure(path: Path, prompt_tokens: int, new_tokens: int, threads: int,
     started = time.perf_counter()
     model.feed(prompt, new_tokens)
     prefill_s = time.perf_counter() - started
-    model.next_token()                       # the first pick, from the prefill's logits
+    picked = [model.next_token()]            # the first pick, from the prefill's logits
     ttft_s = time.perf_counter() - started
-    started, decoded = time.perf_counter(), 0
-    while decoded < new_tokens - 1 and not model.done():
-        model.next_token()                   # one model call on the last id, then a pick
-        decoded += 1
-    decode_s = time.perf_counter() - started
+    started = time.perf_counter()
+    while len(picked) < new_tokens and not model.done():
+        picked.append(model.next_token())    # one model call on the last id, then a pick
+    decode_s, decoded = time.perf_counter() - started, len(picked) - 1
     return {"engine": form.engine, "load_s": load_s, "prompt_tokens": len(prompt),
             "prefill_s": prefill_s, "prefill_tok_s": len(prompt) / prefill_s,
             "ttft_s": ttft_s, "decode_tokens": decoded,
             "decode_tok_s": decoded / decode_s if decoded else 0.0,
             "threads": threads, "rss_base_mb": base, "rss_loaded_mb": loaded,
             "peak_rss_mb": _status_mb("VmHWM"), "weights_bytes": form.weights_bytes(path),
-            "kv_cache_bytes": form.kv_cache_bytes(path, len(prompt) + new_tokens)}
+            "kv_cache_bytes": form.kv_cache_bytes(path, len(prompt) + new_tokens),
+            # what a device's run can be checked by: the same greedy ids as the host's
+            "generated_ids": picked, "measured_on": describe_host(),
+            "torch_loaded": "torch" in sys.modules}
 
 
 def _one_process(folder, prompt_tokens: int, new_tokens: int, threads: int,

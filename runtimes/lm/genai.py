@@ -26,7 +26,8 @@ def import_genai():
     except ImportError as exc:
         raise RuntimeInputError(
             "an onnxruntime-genai model needs the onnxruntime-genai package: pip install "
-            f"\"edge-compress[llm]\" ({exc})") from exc
+            "\"edge-compress[device]\" on a device, \"edge-compress[llm]\" where you "
+            f"compress ({exc})") from exc
     return onnxruntime_genai
 
 

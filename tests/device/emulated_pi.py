@@ -5,8 +5,8 @@ Raspberry Pi OS 64-bit is Debian bookworm with Python 3.11 on Cortex-A72/A76 cor
 the emulated Pi is a minimal bookworm arm64 rootfs (debootstrap) with a venv in
 /opt/edge-compress holding this repository's wheel installed with its `device` extra
 from PyPI, exactly as a Pi user installs it (`pip install "edge-compress[device]"`):
-numpy, psutil, onnxruntime and ai-edge-litert come as aarch64 wheels from the registry,
-and no torch.
+numpy, psutil, onnxruntime, onnxruntime-genai and ai-edge-litert come as aarch64 wheels
+from the registry, and no torch.
 
     python -m tests.device.emulated_pi build     # cold: ~6 min on 2 cores; warm: ~1 s
     python -m tests.device.emulated_pi start     # its sshd until Ctrl-C (--check: probe, stop)
@@ -499,7 +499,8 @@ def _cold_build(rootfs: Path, progress: Progress) -> None:
     result = _install(partial, "fresh", log, progress)
     total = round(time.monotonic() - started, 1)
     versions = {name: result["pip"].get(name) for name in
-                ("edge-compress", "numpy", "psutil", "onnxruntime", "ai-edge-litert", "pip")}
+                ("edge-compress", "numpy", "psutil", "onnxruntime", "onnxruntime-genai",
+                 "ai-edge-litert", "pip")}
     _write_stamp(partial, {
         "recipe": RECIPE, "package": current, "mirror": mirror, "packages": list(PACKAGES),
         "built_at": datetime.datetime.now().isoformat(timespec="seconds"),

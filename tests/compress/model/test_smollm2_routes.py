@@ -5,6 +5,7 @@ float model's, and greedy generation picks the same tokens. Then weight-only: a 
 alone at INT4 quantized as the builder quantizes it, a mix built with INT8 where asked,
 and tokens/s measured in a fresh process. One module, so the dequantized model and its
 export are made once. (~2.5 minutes: make test-runs)"""
+import platform
 import sys
 
 import pytest
@@ -16,7 +17,8 @@ pytest.importorskip("gguf")
 pytestmark = pytest.mark.runs
 
 sys.path.insert(0, str(REPO / "examples" / "slm"))
-from parity import PROMPTS, smollm2_gguf  # noqa: E402
+from slm_models import smollm2_gguf  # noqa: E402
+from parity import PROMPTS  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -142,6 +144,9 @@ def test_tokens_per_second_are_measured_in_a_fresh_process(int4_mix):
     assert speed["rss_base_mb"] < speed["rss_loaded_mb"] <= speed["peak_rss_mb"]
     assert speed["weights_bytes"] == folder_bytes(int4_mix)
     assert set(speed["spread"]) >= {"decode_tok_s", "prefill_tok_s"}
+    # the ids it picked (what a device's run is checked by), the machine, no torch loaded
+    assert len(speed["generated_ids"]) == 8 and speed["torch_loaded"] is False
+    assert speed["measured_on"]["arch"] == platform.machine()
 
 
 def test_llama_cpp_runs_the_same_float_weights_and_makes_its_own_types(smollm2, tmp_path):
