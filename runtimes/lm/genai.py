@@ -41,12 +41,18 @@ def folder_bytes(folder: str | Path) -> int:
     return sum(p.stat().st_size for p in Path(folder).glob("model.onnx*"))
 
 
+def cache_capacity(decoder: dict, tokens: int) -> int:
+    """The positions a cache for `tokens` holds: a model with sliding-window layers
+    (Gemma 3's 512) needs room for at least one window (onnxruntime-genai refuses less)."""
+    return max(tokens, (decoder.get("sliding_window") or {}).get("window_size", 0))
+
+
 def kv_cache_bytes(folder: Path, tokens: int) -> int:
-    """Keys and values of every layer for `tokens` positions, as genai_config.json
-    declares them (float32 on the CPU)."""
+    """Keys and values of every layer for `tokens` positions (at least a sliding window),
+    as genai_config.json declares them (float32 on the CPU)."""
     decoder = json.loads((folder / "genai_config.json").read_text())["model"]["decoder"]
     per_token = 2 * decoder["num_hidden_layers"] * decoder["num_key_value_heads"] * decoder["head_size"]
-    return per_token * tokens * 4
+    return per_token * cache_capacity(decoder, tokens) * 4
 
 
 def require_folder(folder: Path) -> Path:
@@ -69,8 +75,8 @@ class GenaiModel(StreamModel):
             config.overlay(json.dumps({"model": {"decoder": {"session_options": options}}}))
         self._og, self.folder = og, folder
         self.model = og.Model(config)
-        self.context = json.loads((folder / "genai_config.json").read_text())[
-            "model"]["context_length"]
+        declared = json.loads((folder / "genai_config.json").read_text())["model"]
+        self.context, self._decoder = declared["context_length"], declared["decoder"]
 
     def tokenizer(self):
         """The folder's tokenizer, as onnxruntime-genai reads it (no transformers)."""
@@ -84,7 +90,9 @@ class GenaiModel(StreamModel):
             raise RuntimeInputError(f"{length} tokens do not fit the model's context of "
                                     f"{self.context}: use a shorter window")
         params = self._og.GeneratorParams(self.model)
-        params.set_search_options(max_length=length, do_sample=False)
+        capacity = min(cache_capacity(self._decoder, length), self.context)
+        params.set_search_options(max_length=capacity, do_sample=False)
+        self._limit = length     # done() at `length`, whatever room the cache has
         return self._og.Generator(self.model, params)
 
     def logits(self, ids: list[int]) -> np.ndarray:
@@ -108,4 +116,4 @@ class GenaiModel(StreamModel):
         return int(self._stream.get_next_tokens()[0])
 
     def done(self) -> bool:
-        return self._stream.is_done()
+        return self._stream.is_done() or self._stream.get_sequence(0).shape[0] >= self._limit
