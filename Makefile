@@ -80,7 +80,8 @@ gemma3: $(STAMP)
 # measured here (each layer's cost at INT4, the costliest kept at INT8 within a perplexity
 # budget), and llama.cpp's Q8_0, Q4_K_M and Q4_0 made from the same float weights (after
 # make llama-cpp; left out, saying so, without it): quality, size and tokens/s in one run;
-# writes docs/slm_weight_only.md (17 min here)
+# writes docs/slm_weight_only.md (22 min here). SLM_ARGS="--model gemma3-270m" (after make
+# gemma3): the same for Gemma 3 270M, into docs/slm_weight_only_gemma3-270m.md
 slm-weight-only: $(STAMP)
 	$(PY) examples/slm/weight_only.py $(SLM_ARGS)
 

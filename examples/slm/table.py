@@ -62,9 +62,9 @@ def _mixes(record: dict) -> list[str]:
 def render_document(record: dict) -> str:
     args, rows = record["args"], record["rows"]
     float_decode = rows[0]["speed"]["decode_tok_s"]
-    lines = ["# SmolLM2-135M weight-only, side by side", "",
-             "Written by `make slm-weight-only` (`examples/slm/weight_only.py`); do not edit "
-             "by hand.", "",
+    lines = [f"# {record['title']} weight-only, side by side", "",
+             f"Written by `make slm-weight-only{record['make_args']}` "
+             "(`examples/slm/weight_only.py`); do not edit by hand.", "",
              f"{record['model']} ({record['dequantized_from']} weights, dequantized to float by "
              "transformers: the float model here is that dequantized checkpoint). The builder's "
              "files run on onnxruntime-genai, llama.cpp's (made by its quantizer from the same "

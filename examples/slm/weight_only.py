@@ -1,4 +1,5 @@
-"""`make slm-weight-only`: SmolLM2-135M quantized weight-only through onnxruntime-genai,
+"""`make slm-weight-only`: SmolLM2-135M (`--model gemma3-270m`: Gemma 3 270M, written to
+docs/slm_weight_only_gemma3-270m.md) quantized weight-only through onnxruntime-genai,
 side by side in one run on the same token ids: the builder's INT8 and INT4 defaults, its
 fixed mixed recipe (k_quant_mixed), the mix this project measures (each transformer
 layer alone at INT4 scored against the float model on calibration text, the costliest
@@ -22,7 +23,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / ".."))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from parity import lm_export  # noqa: E402
+from parity import DEFAULT_MODEL, lm_export, out_folder  # noqa: E402
+from slm_models import MODELS  # noqa: E402
 from table import render_document  # noqa: E402
 
 from compress.data.text import python_docs_text  # noqa: E402
@@ -149,10 +151,11 @@ def main() -> int:
                         help="rounds of tokens/s runs, every file once per round, each in a "
                         "fresh process")
     parser.add_argument("--new-tokens", type=int, default=128, help="decoded per run")
+    parser.add_argument("--model", default=DEFAULT_MODEL, choices=sorted(MODELS))
     parser.add_argument("--out", default="runs/slm")
     args = parser.parse_args()
-    out = Path(args.out)
-    lm, fp32 = lm_export("smollm2-135m", out, say)
+    out = out_folder(args.model, args.out)
+    lm, fp32 = lm_export(args.model, out, say)
     ids = token_ids(lm.hf_folder, python_docs_text())
     route = GenaiRoute(lm.hf_folder, fp32, threads=2)
     # evaluation: the text's first tokens; calibration: its last, apart from them
@@ -184,12 +187,16 @@ def main() -> int:
         say(f"{row['label']}: {row['bytes'] / 2**20:.1f} MiB, perplexity "
             f"{row['quality']['perplexity_increase']:+.2%}, decode "
             f"{row['speed']['decode_tok_s']:.1f} tok/s")
-    record = {"model": lm.path.name, "dequantized_from": lm.dequantized_from, "args": vars(args),
+    default = args.model == DEFAULT_MODEL
+    record = {"model": lm.path.name, "title": MODELS[args.model].title,
+              "make_args": "" if default else f' SLM_ARGS="--model {args.model}"',
+              "dequantized_from": lm.dequantized_from, "args": vars(args),
               "rows": rows, "mix": mix.as_dict(), "llama_cpp": llama_cpp,
               "gguf_mix": gguf_mix}
     (out / "weight_only.json").write_text(json.dumps(record, indent=1, default=str))
-    (REPO / "docs" / "slm_weight_only.md").write_text(render_document(record))
-    say(f"wrote docs/slm_weight_only.md and {out / 'weight_only.json'}")
+    doc = "slm_weight_only.md" if default else f"slm_weight_only_{args.model}.md"
+    (REPO / "docs" / doc).write_text(render_document(record))
+    say(f"wrote docs/{doc} and {out / 'weight_only.json'}")
     return 0
 
 
