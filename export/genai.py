@@ -5,8 +5,8 @@ the tokenizer), which onnxruntime-genai runs (runtimes/lm/genai.py).
 The builder runs as its own process (`python -m onnxruntime_genai.models.builder`), as a
 user would run it (through genai_compat.py for a config it does not read as written): it
 loads torch and transformers and holds the whole model in memory, which the pipeline's
-process then gives back. It writes into a `.partial` folder renamed
-at the end, so a failed build leaves nothing that looks finished.
+process then gives back. It writes into a `.partial` folder renamed at the end, so a
+failed build leaves nothing that looks finished.
 """
 from __future__ import annotations
 
