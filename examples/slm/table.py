@@ -21,23 +21,30 @@ def row_line(row: dict, float_decode: float) -> str:
             f"{s['peak_rss_mb']:.0f} MB | {seconds} |")
 
 
+def _budget(mix: dict) -> str:
+    if mix.get("measure", "perplexity_increase") == "kl_mean":
+        return f"Budget: mean KL {mix['budget']:g} nats per token"
+    return f"Perplexity budget: +{mix.get('budget', mix.get('perplexity_budget')):.0%}"
+
+
 def mix_lines(mix: dict, title: str, probe: str, high: str) -> list[str]:
     """A mix search's section: `probe` says what a unit's probe holds, `high` names the
     wider width."""
     lines = ["", f"## {title}", "",
              f"{probe}, against the float model; ranked by mean KL "
-             f"per weight. Perplexity budget: +{mix['perplexity_budget']:.0%}.", "",
+             f"per weight. {_budget(mix)}.", "",
              "| rank | unit | weights | KL alone low | perplexity alone |",
              "|---:|---|---:|---:|---:|"]
     for n, cost in enumerate(mix["ranking"], 1):
         lines.append(f"| {n} | {cost['unit']} | {cost['parameters'] / 1e6:.2f} M | "
                      f"{cost['kl_mean']:.4f} | {cost['perplexity_increase']:+.2%} |")
     lines += ["", f"Files built and judged on the evaluation text (k most costly units at "
-              f"{high}):", "", f"| units at {high} | size | perplexity vs float |",
-              "|---|---:|---:|"]
+              f"{high}):", "", f"| units at {high} | size | perplexity vs float | mean KL |",
+              "|---|---:|---:|---:|"]
     for c in sorted(mix["candidates"], key=lambda c: len(c["high"])):
         lines.append(f"| {len(c['high'])}: {', '.join(c['high']) or '—'} | "
-                     f"{c['bytes'] / 2**20:.1f} MiB | {c['quality']['perplexity_increase']:+.2%} |")
+                     f"{c['bytes'] / 2**20:.1f} MiB | {c['quality']['perplexity_increase']:+.2%} | "
+                     f"{c['quality']['kl_mean']:.4f} |")
     chosen = mix["chosen"]
     lines += ["", f"Chosen: {len(chosen['high'])} units at {high}." if chosen else
               f"No mix met the budget: even every unit at {high} missed it."]

@@ -31,7 +31,7 @@ from compress.data.text import python_docs_text  # noqa: E402
 from compress.model.causal_lm import token_ids  # noqa: E402
 from compress.quant.lm.genai_route import GenaiRoute  # noqa: E402
 from compress.quant.lm.gguf_route import GGUFRoute  # noqa: E402
-from compress.quant.lm.mix import choose_mix  # noqa: E402
+from compress.quant.lm.mix import QualityBudget, choose_mix  # noqa: E402
 from compress.quant.lm.nbits import FloatModel, NBits  # noqa: E402
 from compress.quant.lm.sensitivity import measure_sensitivity, rank  # noqa: E402
 from compress.quant.lm.units import units_of  # noqa: E402
@@ -52,6 +52,19 @@ BUILDER_ROUTES = (("builder INT8 weight-only", "int8", None),
 LLAMA_CPP_ROUTES = (("llama.cpp F32 (the same float weights)", None),
                     ("llama.cpp Q8_0", "Q8_0"), ("llama.cpp Q4_K_M", "Q4_K_M"),
                     ("llama.cpp Q4_0", "Q4_0"))
+
+
+# --budget-on: the quality measure a mix's budget holds (compress/quant/lm/mix.py MEASURES)
+BUDGET_ON = {"perplexity": "perplexity_increase", "kl": "kl_mean"}
+
+
+def _budget(args) -> QualityBudget:
+    return QualityBudget(args.budget, BUDGET_ON[args.budget_on])
+
+
+def budget_label(args) -> str:
+    return (f"perplexity budget +{args.budget:.0%}" if args.budget_on == "perplexity"
+            else f"mean KL budget {args.budget:g}")
 
 
 def say(line: str) -> None:
@@ -78,7 +91,7 @@ def measured_mix(route, fp32: Path, units, calibration, reference, args, out: Pa
         route.build("int4", folder, tuple(n for name in high for n in nodes[name]),
                     method=args.method)
         return folder_bytes(folder)
-    return choose_mix(ranking, build, lambda f: route.score(f, reference), args.budget,
+    return choose_mix(ranking, build, lambda f: route.score(f, reference), _budget(args),
                       out, say)
 
 
@@ -97,7 +110,7 @@ def gguf_measured_mix(route: GGUFRoute, calibration, reference, args, out: Path)
         route.build(args.gguf_low, path,
                     {n: args.gguf_high for name in high for n in nodes[name]}, pure=True)
         return path.stat().st_size
-    return choose_mix(rank(costs), build, lambda f: route.score(f, reference), args.budget,
+    return choose_mix(rank(costs), build, lambda f: route.score(f, reference), _budget(args),
                       out, say)
 
 
@@ -124,7 +137,7 @@ def llama_cpp_rows(source: Path, out: Path, calibration, reference, args):
                                                    out / "gguf" / "measured-mix.gguf"))
     if mix.folder:
         rows.append({"label": f"measured mix on llama.cpp ({args.gguf_low}, {args.gguf_high} "
-                              f"where measured, perplexity budget +{args.budget:.0%})",
+                              f"where measured, {budget_label(args)})",
                      "folder": mix.folder, "seconds": seconds, "quality": mix.chosen.quality})
     return rows, version, mix.as_dict()
 
@@ -132,7 +145,11 @@ def llama_cpp_rows(source: Path, out: Path, calibration, reference, args):
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--budget", type=float, default=0.05,
-                        help="perplexity increase allowed against float (0.05: +5%%)")
+                        help="the mix's quality budget against float: the perplexity "
+                        "increase (0.05: +5%%) or, with --budget-on kl, the mean KL in nats")
+    parser.add_argument("--budget-on", default="perplexity", choices=sorted(BUDGET_ON),
+                        help="what the budget holds: perplexity, or kl (steadier where "
+                        "perplexity falls while KL rises, as on Gemma 3)")
     parser.add_argument("--tokens", type=int, default=2048, help="evaluation tokens")
     parser.add_argument("--calibration", type=int, default=256, help="calibration tokens")
     parser.add_argument("--window", type=int, default=512)
@@ -171,8 +188,7 @@ def main() -> int:
     mix, seconds = timed(lambda: measured_mix(route, fp32, units, calibration, reference,
                                               args, out / "genai-measured-mix"))
     if mix.folder:   # judged on the same evaluation ids during the search
-        rows.append({"label": f"measured mix ({args.method}, perplexity budget "
-                              f"+{args.budget:.0%})",
+        rows.append({"label": f"measured mix ({args.method}, {budget_label(args)})",
                      "folder": mix.folder, "seconds": seconds, "quality": mix.chosen.quality})
     gguf_rows, llama_cpp, gguf_mix = llama_cpp_rows(lm.path, out, calibration, reference, args)
     rows += gguf_rows

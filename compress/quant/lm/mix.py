@@ -5,7 +5,9 @@ width first, and the number promoted is searched by building and judging whole f
 With k units at the high width (the k most costly), quality improves as k grows (more
 weights kept precise; not strictly guaranteed, so every file judged is reported) and the
 size grows with k: a binary search over k finds the smallest k whose file meets the
-budget in about log2(units) builds. Each candidate is built by the caller's `build`
+budget in about log2(units) builds. The budget is on the relative perplexity increase or
+on the mean KL divergence from the float model (MEASURES): on Gemma 3 perplexity fell
+while KL rose (docs/language_models.md), so KL is the steadier of the two. Each candidate is built by the caller's `build`
 (onnxruntime-genai's builder with a weight type per node, or llama.cpp's quantizer with a
 type per tensor), which says its size on disk, and judged by its `score` on evaluation
 text, apart from the calibration text that ranked the units. A candidate is a folder or
@@ -21,6 +23,8 @@ from typing import Callable, Optional
 from compress.quant.lm.sensitivity import UnitCost
 
 Build = Callable[[tuple, Path], int]   # (units at the high width, path) -> writes it: bytes
+# what a budget may hold a candidate's quality to (the keys of TextQuality.as_dict)
+MEASURES = ("perplexity_increase", "kl_mean")
 
 
 @dataclass(frozen=True)
@@ -30,32 +34,44 @@ class Candidate:
     bytes: int
     quality: dict
 
-    def meets(self, budget: float) -> bool:
-        return self.quality["perplexity_increase"] <= budget
+    def meets(self, budget: "QualityBudget") -> bool:
+        return self.quality[budget.measure] <= budget.limit
+
+
+@dataclass(frozen=True)
+class QualityBudget:
+    """At most `limit` of `measure` (one of MEASURES) against the float model."""
+    limit: float
+    measure: str = "perplexity_increase"
+
+    def __post_init__(self):
+        if self.measure not in MEASURES:
+            raise ValueError(f"a budget is on one of {', '.join(MEASURES)}, not "
+                             f"{self.measure!r}")
 
 
 @dataclass
 class Mix:
     """What the search judged and what it chose (None: not even every unit at the high
     width meets the budget; the last candidate says how close that came)."""
-    budget: float
+    budget: QualityBudget
     ranking: list[UnitCost]
     candidates: list[Candidate] = field(default_factory=list)
     chosen: Optional[Candidate] = None
     folder: Optional[Path] = None
 
     def as_dict(self) -> dict:
-        return {"perplexity_budget": self.budget,
+        return {"budget": self.budget.limit, "measure": self.budget.measure,
                 "ranking": [c.as_dict() for c in self.ranking],
                 "candidates": [vars(c) for c in self.candidates],
                 "chosen": vars(self.chosen) if self.chosen else None,
                 "folder": str(self.folder) if self.folder else None}
 
 
-def choose_mix(ranking: list[UnitCost], build: Build, score, budget: float, out: Path,
-               progress: Callable[[str], None] = lambda _: None) -> Mix:
-    """The smallest k whose file (the k most costly units high) meets `budget` (relative
-    perplexity increase); the chosen file ends in `out`, the others are removed."""
+def choose_mix(ranking: list[UnitCost], build: Build, score, budget: QualityBudget,
+               out: Path, progress: Callable[[str], None] = lambda _: None) -> Mix:
+    """The smallest k whose file (the k most costly units high) meets `budget`; the
+    chosen file ends in `out`, the others are removed."""
     order, mix = [c.unit for c in ranking], Mix(budget, ranking)
     judged: dict[int, Candidate] = {}
 
@@ -70,7 +86,7 @@ def choose_mix(ranking: list[UnitCost], build: Build, score, budget: float, out:
             mix.candidates.append(judged[k])
             progress(f"mix with {k} of {len(order)} units at the high width: "
                      f"{judged[k].bytes / 2**20:.1f} MiB, perplexity "
-                     f"{quality['perplexity_increase']:+.2%}")
+                     f"{quality['perplexity_increase']:+.2%}, KL {quality['kl_mean']:.4f}")
         return judged[k]
 
     low, high = 0, len(order)

@@ -1,10 +1,10 @@
 """compress/quant/lm: units a language model's widths are chosen for (the builder's node
-names), and the search for the smallest mix within a perplexity budget. The files of the
+names), and the search for the smallest mix within a perplexity or KL budget. The files of the
 search here are small stand-ins whose quality follows how many units are at the high width;
 the real model's route is tested in tests/compress/model/test_smollm2_routes.py."""
 import pytest
 
-from compress.quant.lm.mix import choose_mix
+from compress.quant.lm.mix import QualityBudget, choose_mix
 from compress.quant.lm.sensitivity import UnitCost
 from compress.quant.lm.units import units_of
 from runtimes.lm.quality import TextQuality
@@ -24,8 +24,10 @@ def test_a_layers_projections_are_one_unit_and_the_output_layer_its_own():
         units_of(MATMULS, "block")
 
 
-def _search(tmp_path, increase_with_k, budget):
-    """choose_mix over 6 units whose files' perplexity increase is increase_with_k[k]."""
+def _search(tmp_path, increase_with_k, budget, kl_with_k=None, measure="perplexity_increase"):
+    """choose_mix over 6 units whose files' perplexity increase is increase_with_k[k] (and
+    mean KL kl_with_k[k])."""
+    kl_with_k = kl_with_k or [0.1] * 7
     ranking = [UnitCost(f"u{n}", 1000, 1.0 / (n + 1), 0.1, 0.9) for n in range(6)]
     built = []
 
@@ -37,8 +39,10 @@ def _search(tmp_path, increase_with_k, budget):
 
     def score(folder):
         k = (len((folder / "model.onnx").read_bytes()) - 100) // 10
-        return TextQuality(10.0, 100, {"perplexity_increase": increase_with_k[k]})
-    return choose_mix(ranking, build, score, budget, tmp_path / "mix"), built
+        return TextQuality(10.0, 100, {"perplexity_increase": increase_with_k[k],
+                                       "kl_mean": kl_with_k[k]})
+    mix = choose_mix(ranking, build, score, QualityBudget(budget, measure), tmp_path / "mix")
+    return mix, built
 
 
 def test_the_smallest_mix_within_the_budget_is_chosen_in_few_builds(tmp_path):
@@ -59,6 +63,18 @@ def test_no_mix_is_chosen_when_every_unit_high_misses_the_budget(tmp_path):
 def test_all_low_is_kept_when_it_already_meets_the_budget(tmp_path):
     mix, built = _search(tmp_path, [0.01] * 7, budget=0.05)
     assert mix.chosen.high == () and built == [0]
+
+
+def test_a_kl_budget_holds_where_perplexity_misleads(tmp_path):
+    """As on Gemma 3: perplexity worse with more units high while KL falls steadily; a
+    budget on KL follows KL."""
+    increase = [0.12, 0.25, 0.22, 0.20, 0.15, 0.14, 0.01]
+    kl = [0.62, 0.30, 0.20, 0.12, 0.08, 0.04, 0.01]
+    mix, _ = _search(tmp_path, increase, 0.1, kl_with_k=kl, measure="kl_mean")
+    assert len(mix.chosen.high) == 4 and mix.chosen.quality["kl_mean"] == 0.08
+    assert mix.as_dict()["measure"] == "kl_mean" and mix.as_dict()["budget"] == 0.1
+    with pytest.raises(ValueError, match="perplexity_increase, kl_mean"):
+        _search(tmp_path / "other", increase, 0.1, measure="top1")
 
 
 def test_the_output_layer_at_int8_under_the_default_method_is_refused_before_building(tmp_path):
