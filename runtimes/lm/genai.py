@@ -92,7 +92,6 @@ class GenaiModel(StreamModel):
         params = self._og.GeneratorParams(self.model)
         capacity = min(cache_capacity(self._decoder, length), self.context)
         params.set_search_options(max_length=capacity, do_sample=False)
-        self._limit = length     # done() at `length`, whatever room the cache has
         return self._og.Generator(self.model, params)
 
     def logits(self, ids: list[int]) -> np.ndarray:
@@ -108,12 +107,14 @@ class GenaiModel(StreamModel):
         """A prompt from an empty cache, in one call, with room for `new_tokens` more."""
         self._stream = self.generator(len(ids) + new_tokens)
         self._stream.append_tokens(np.asarray(ids, dtype=np.int32))
+        self._left = new_tokens   # counted here: the cache may have room for more
 
     def next_token(self) -> int:
         """The greedy pick: the first from the prompt's logits, each later one after a
         model call on the previous pick."""
         self._stream.generate_next_token()
+        self._left -= 1
         return int(self._stream.get_next_tokens()[0])
 
     def done(self) -> bool:
-        return self._stream.is_done() or self._stream.get_sequence(0).shape[0] >= self._limit
+        return self._left <= 0 or self._stream.is_done()
