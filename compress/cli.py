@@ -136,6 +136,10 @@ def _cmd_profiles(args) -> int:
             engines += f", TFLite mode {p.export.tflite_mode}" if p.export.tflite_mode else ""
         print(f"{p.name:<18} {p.device.arch:<8} {p.description}\n{'':<18} engines: {engines}"
               f"\n{'':<18} budget: {budget}")
+        lm = ", ".join(f"{k}={v:g}" for k, v in p.language_model.limits().items() if v is not None)
+        if lm:
+            print(f"{'':<18} language model: {lm} (prompt {p.language_model.prompt_tokens}, "
+                  f"context {p.language_model.context_tokens} tokens)")
     return 0
 
 

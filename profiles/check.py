@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
-from typing import Callable, Optional
+from typing import Callable, NamedTuple, Optional
 
 from profiles.schema import Profile
 
@@ -13,7 +13,10 @@ NO_METER = "no-meter"
 METERED = ("energy_mj", "power_w")
 # the unit each budget is written in (the report prints it after the number)
 UNITS = {"latency_p90_ms": "ms", "peak_memory_mb": "MB", "model_size_mb": "MB",
-         "energy_mj": "mJ", "power_w": "W", "accuracy_drop": ""}
+         "energy_mj": "mJ", "power_w": "W", "accuracy_drop": "",
+         # a language model's (profile.language_model, and the memory fit)
+         "decode_tokens_per_s": "tok/s", "time_to_first_token_ms": "ms",
+         "perplexity_increase": "", "kl_mean": "nats", "weights_and_kv_cache_mb": "MB"}
 NO_METER_REASON = ("the budget applies where a meter is (RAPL, an external meter: "
                    "docs/reference.md, Power and energy)")
 
@@ -36,17 +39,104 @@ def _metric_drop(m: dict) -> Optional[float]:
     return (m.get("metric") or {}).get("drop")
 
 
-# budget key -> (how to read the value from a measurement, does the value depend on
-# the machine it was measured on). A file's size is the same everywhere, so a size
-# verdict is real even off the device; everything else is only real on the device.
-_READERS: dict[str, tuple[Callable[[dict], Optional[float]], bool]] = {
-    "latency_p90_ms": (lambda m: m["latency_ms"]["p90"], True),
-    "peak_memory_mb": (lambda m: m.get("peak_memory_mb"), True),
-    "model_size_mb": (lambda m: m["size_bytes"] / 2**20, False),
-    "energy_mj": (lambda m: m.get("energy_mj"), True),
-    "power_w": (lambda m: (m.get("power") or {}).get("mean_w"), True),
-    "accuracy_drop": (_metric_drop, True),
+def _language_model(key: str) -> Callable[[dict], Optional[float]]:
+    return lambda m: (m.get("language_model") or {}).get(key)
+
+
+def _size_mb(m: dict) -> float:
+    return m["size_bytes"] / 2**20
+
+
+def _prompt_mismatch(m: dict, profile: Profile) -> str:
+    """Why a time to first token is not the budget's: a prompt of another length."""
+    measured = _language_model("prompt_tokens")(m)
+    budgeted = profile.language_model.prompt_tokens
+    if measured is not None and measured != budgeted:
+        return f"measured at {measured} prompt tokens, the budget is at {budgeted}"
+    return ""
+
+
+def _context_mismatch(m: dict, profile: Profile) -> str:
+    """Why a memory fit is not the profile's: a KV cache of another length."""
+    computed = _language_model("context_tokens")(m)
+    budgeted = profile.language_model.context_tokens
+    if computed is not None and computed != budgeted:
+        return f"computed at {computed} context tokens, the profile's is {budgeted}"
+    return ""
+
+
+def _does_not_fit(m: dict, profile: Profile) -> str:
+    tokens = _language_model("context_tokens")(m) or profile.language_model.context_tokens
+    return f"weights + KV cache at {tokens} tokens exceed the device's memory"
+
+
+class _Reader(NamedTuple):
+    """How one budget key is judged."""
+    read: Callable[[dict], Optional[float]]   # its value in a measurement
+    # whether the value depends on the machine it was measured on. A file's size is the
+    # same everywhere, so a size verdict is real even off the device.
+    device_dependent: bool
+    at_least: bool = False      # a floor (a speed): passes at or above the limit, not below
+    # why the number was taken under other conditions than the budget's ("" if it was not)
+    mismatch: Callable[[dict, Profile], str] = lambda m, profile: ""
+    fail_reason: Callable[[dict, Profile], str] = lambda m, profile: ""
+
+
+# a tensor model's budget (profile.budget)
+_READERS: dict[str, _Reader] = {
+    "latency_p90_ms": _Reader(lambda m: m["latency_ms"]["p90"], True),
+    "peak_memory_mb": _Reader(lambda m: m.get("peak_memory_mb"), True),
+    "model_size_mb": _Reader(_size_mb, False),
+    "energy_mj": _Reader(lambda m: m.get("energy_mj"), True),
+    "power_w": _Reader(lambda m: (m.get("power") or {}).get("mean_w"), True),
+    "accuracy_drop": _Reader(_metric_drop, True),
 }
+# the weights and the KV cache of profile.language_model.context_tokens against the
+# device's memory (device.memory_mb): arithmetic on the file, the same everywhere
+MEMORY_FIT = "weights_and_kv_cache_mb"
+# a language model's budget (profile.language_model, and the memory fit); a measurement
+# with a "language_model" record is judged by it. The quality numbers compare the model's
+# logits with the float model's on the same text: the same on every machine up to float
+# rounding.
+_LM_READERS: dict[str, _Reader] = {
+    "decode_tokens_per_s": _Reader(_language_model("decode_tok_s"), True, at_least=True),
+    "time_to_first_token_ms": _Reader(_language_model("ttft_ms"), True,
+                                      mismatch=_prompt_mismatch),
+    "peak_memory_mb": _Reader(lambda m: m.get("peak_memory_mb"), True),
+    "model_size_mb": _Reader(_size_mb, False),
+    "perplexity_increase": _Reader(_metric_drop, False),
+    "kl_mean": _Reader(lambda m: (m.get("metric") or {}).get("kl_mean"), False),
+    MEMORY_FIT: _Reader(_language_model(MEMORY_FIT), False, mismatch=_context_mismatch,
+                        fail_reason=_does_not_fit),
+}
+# budget keys whose limit is a floor (the value must reach it)
+AT_LEAST = frozenset(key for table in (_READERS, _LM_READERS)
+                     for key, reader in table.items() if reader.at_least)
+NO_EVALUATION = "no evaluation data in the pipeline (data.evaluation)"
+_NO_NUMBER = {"accuracy_drop": NO_EVALUATION, "perplexity_increase": NO_EVALUATION,
+              "kl_mean": NO_EVALUATION}
+
+
+def _limits(profile: Profile, language: bool) -> tuple[dict[str, float], dict[str, _Reader]]:
+    """The budgeted keys of the section that judges this kind of model, with their
+    readers: a language model's never meets a tensor model's budget, nor the reverse."""
+    if not language:
+        limits, readers = profile.budget.limits(), _READERS
+    else:
+        limits = {**profile.language_model.limits(), MEMORY_FIT: profile.device.memory_mb}
+        readers = _LM_READERS
+    return {k: v for k, v in limits.items() if v is not None}, readers
+
+
+def budget_limits(profile: Profile, language: bool) -> dict[str, float]:
+    """The budgeted keys, with their limits, that judge this kind of model on `profile`."""
+    return _limits(profile, language)[0]
+
+
+def _judge(reader: _Reader, value: float, limit: float, m: dict,
+           profile: Profile) -> tuple[str, str]:
+    passes = value >= limit if reader.at_least else value <= limit
+    return (PASS, "") if passes else (FAIL, reader.fail_reason(m, profile))
 
 
 def _unmeasured(key: str, m: dict, profile: Profile) -> tuple[str, str]:
@@ -60,9 +150,7 @@ def _unmeasured(key: str, m: dict, profile: Profile) -> tuple[str, str]:
 def _unmeasured_reason(key: str, m: dict) -> str:
     if key in METERED:
         return m.get("energy_note") or "no power meter"
-    if key == "accuracy_drop":
-        return "no evaluation data in the pipeline (data.evaluation)"
-    return "not measured"
+    return _NO_NUMBER.get(key, "not measured")
 
 
 def on_target(profile: Profile, measured_on: dict) -> tuple[bool, str]:
@@ -82,40 +170,56 @@ def on_target(profile: Profile, measured_on: dict) -> tuple[bool, str]:
 
 
 def check(measurement: dict, profile: Profile, artifact: str, target: str) -> list[Verdict]:
-    """One verdict per budgeted metric: pass, fail, unmeasured, no-meter or off-target."""
+    """One verdict per budgeted metric: pass, fail, unmeasured, no-meter or off-target.
+    A measurement with a "language_model" record is judged by profile.language_model
+    (and the memory fit), any other by profile.budget."""
     is_on_target, off_reason = on_target(profile, measurement["measured_on"])
+    limits, readers = _limits(profile, "language_model" in measurement)
     verdicts = []
-    for key, limit in profile.budget.model_dump().items():
-        if limit is None:
-            continue
-        read, device_dependent = _READERS[key]
-        value = read(measurement)
+    for key, limit in limits.items():
+        reader = readers[key]
+        value = reader.read(measurement)
+        mismatch = reader.mismatch(measurement, profile) if value is not None else ""
         if value is None:
             status, reason = _unmeasured(key, measurement, profile)
-        elif device_dependent and not is_on_target:
+        elif mismatch:   # a number, but not of what the budget asks: none for it
+            value, status, reason = None, UNMEASURED, mismatch
+        elif reader.device_dependent and not is_on_target:
             status, reason = OFF_TARGET, off_reason
         else:
-            status, reason = (PASS, "") if value <= limit else (FAIL, "")
+            status, reason = _judge(reader, value, limit, measurement, profile)
         verdicts.append(Verdict(artifact, target, key, limit, value, status, reason))
     return verdicts
 
 
 def unmeasured_verdicts(profile: Profile, artifact: str, target: str, reason: str,
                         size_bytes: int, known: dict | None = None) -> list[Verdict]:
-    """Verdicts for an artifact x target that was not measured (its accelerator is not on
-    the measuring machine, or it was not timed, being over a budget checked first):
-    every budget unmeasured with the reason, except the file's size, which is the same
-    everywhere, and the values `known` from elsewhere ({budget key: value or None}: the
-    metric's drop, measured on another target)."""
-    verdicts = []
+    """Verdicts for a tensor model's artifact x target that was not measured (its
+    accelerator is not on the measuring machine, or it was not timed, being over a budget
+    checked first): every budget unmeasured with the reason, except the file's size,
+    which is the same everywhere, and the values `known` from elsewhere ({budget key:
+    value or None}: the metric's drop, measured on another target)."""
+    return _unmeasured_in(profile, False, (artifact, target, reason), size_bytes, known)
+
+
+def unmeasured_language_verdicts(profile: Profile, artifact: str, target: str, reason: str,
+                                 size_bytes: int, known: dict | None = None) -> list[Verdict]:
+    """unmeasured_verdicts for a language model: judged by profile.language_model and the
+    memory fit; `known` may carry perplexity_increase, kl_mean and weights_and_kv_cache_mb."""
+    return _unmeasured_in(profile, True, (artifact, target, reason), size_bytes, known)
+
+
+def _unmeasured_in(profile: Profile, language: bool, header: tuple[str, str, str],
+                   size_bytes: int, known: dict | None) -> list[Verdict]:
+    artifact, target, reason = header
     known = {k: v for k, v in (known or {}).items() if v is not None}
-    for key, limit in profile.budget.model_dump().items():
-        if limit is None:
-            continue
-        if key == "model_size_mb" or key in known:
-            value = size_bytes / 2**20 if key == "model_size_mb" else known[key]
-            verdicts.append(Verdict(artifact, target, key, limit, value,
-                                    PASS if value <= limit else FAIL))
+    known["model_size_mb"] = size_bytes / 2**20
+    limits, readers = _limits(profile, language)
+    verdicts = []
+    for key, limit in limits.items():
+        if key in known:
+            status, why = _judge(readers[key], known[key], limit, {}, profile)
+            verdicts.append(Verdict(artifact, target, key, limit, known[key], status, why))
         else:
             verdicts.append(Verdict(artifact, target, key, limit, None, UNMEASURED, reason))
     return verdicts

@@ -1,7 +1,7 @@
 """The schema of a device budget profile (profiles/*.yaml or a user's own file)."""
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import ClassVar, Literal, Optional, Union
 
 from pydantic import (Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
                       StrictBool, field_validator, model_validator)
@@ -186,6 +186,47 @@ class Budget(Strict):
     accuracy_drop: Optional[float] = Field(
         None, ge=0, description="largest allowed drop of the metric below the original model")
 
+    def limits(self) -> dict[str, Optional[float]]:
+        """{budget key: limit or None (not budgeted)}."""
+        return self.model_dump()
+
+
+class LanguageModel(Strict):
+    """The budget of a causal language model on this device (a tensor model's is
+    `budget:`): the conditions it is measured at, and its limits (empty: not budgeted)."""
+    prompt_tokens: PositiveInt = Field(
+        128, description="time to first token is measured with a prompt this long (not a "
+        "limit)")
+    context_tokens: PositiveInt = Field(
+        2048, description="tokens of KV cache the device must hold beside the weights "
+        "(the memory fit is judged at this length; not a limit)")
+    decode_tokens_per_s: Optional[PositiveFloat] = Field(
+        None, description="a floor: at least this many generated tokens per second")
+    time_to_first_token_ms: Optional[PositiveFloat] = Field(
+        None, description="at most this long from the prompt (prompt_tokens long) to the "
+        "first generated token")
+    peak_memory_mb: Optional[PositiveFloat] = Field(
+        None, description="at most this peak resident memory of the benchmark process")
+    model_size_mb: Optional[PositiveFloat] = Field(
+        None, description="at most this size of the weights on disk")
+    perplexity_increase: Optional[NonNegativeFloat] = Field(
+        None, description="at most this relative increase of perplexity over the float "
+        "model (0.05 = +5%)")
+    kl_mean: Optional[NonNegativeFloat] = Field(
+        None, description="at most this mean KL divergence from the float model's "
+        "next-token distribution, in nats per token")
+
+    CONDITIONS: ClassVar[tuple[str, ...]] = ("prompt_tokens", "context_tokens")
+
+    @classmethod
+    def limit_keys(cls) -> tuple[str, ...]:
+        """The fields that are limits (not the conditions they are measured at)."""
+        return tuple(k for k in cls.model_fields if k not in cls.CONDITIONS)
+
+    def limits(self) -> dict[str, Optional[float]]:
+        """{budget key: limit or None (not budgeted)}."""
+        return {key: getattr(self, key) for key in self.limit_keys()}
+
 
 class Profile(Strict):
     name: str = Field(pattern=r"^[A-Za-z0-9_.@-]+$", description="what reports call the "
@@ -196,3 +237,4 @@ class Profile(Strict):
     export: Export = Export()
     power: Power = Power()
     budget: Budget = Budget()
+    language_model: LanguageModel = LanguageModel()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Literal, Optional, Union
 
 import numpy as np
-from pydantic import Field, model_validator
+from pydantic import Field, PositiveInt, model_validator
 from pydantic.json_schema import SkipJsonSchema
 
 from compress.model.spec import CallableName, WithObjects
@@ -109,6 +109,43 @@ class Metric(WithObjects):
         return value - baseline if not self.higher_is_better else baseline - value
 
 
+class TextData(WithObjects):
+    """Text for a causal language model: tokenized once with the model's own tokenizer
+    (its hash recorded); the first `evaluation_tokens` ids are scored on every variant,
+    the last `calibration_tokens` ids (apart from them) rank its layers."""
+    file: Optional[str] = Field(None, description="a UTF-8 text file")
+    loader: Optional[Union[CallableName, SkipJsonSchema[PyObject]]] = Field(
+        None, description="`module:function` returning a string or a list of strings "
+        "(joined by blank lines)")
+    python_docs: bool = Field(
+        False, description="English text that ships with CPython (pydoc_data.topics): no "
+        "download, the same on every machine")
+    evaluation_tokens: PositiveInt = Field(2048, description="tokens perplexity, KL and "
+                                           "top-1 agreement are measured on")
+    calibration_tokens: PositiveInt = Field(256, description="tokens a measured mix ranks "
+                                            "the layers on (taken from the text's end)")
+    window: PositiveInt = Field(512, description="tokens per scored window (one model call "
+                                "from an empty cache each)")
+    prompts: tuple[str, ...] = Field((), description="prompts whose greedy generations are "
+                                     "compared with the float model's, token for token")
+
+    @model_validator(mode="after")
+    def _one_source(self):
+        given = [self.file is not None, self.loader is not None, self.python_docs]
+        if sum(given) != 1:
+            raise ValueError("give exactly one of `file: PATH`, `loader: module:function` "
+                             "or `python_docs: true`")
+        return self
+
+    @property
+    def label(self) -> str:
+        if self.file:
+            return self.file
+        if self.python_docs:
+            return "pydoc_data.topics (CPython)"
+        return self.loader if isinstance(self.loader, str) else "text given from Python"
+
+
 class DataSpec(Strict):
     calibration: Optional[DataSource] = Field(
         None, description="data to calibrate quantization on (and to check exports against)")
@@ -118,7 +155,11 @@ class DataSpec(Strict):
         None, description="training data for fine-tuning and distillation (labels optional)")
     metric: Optional[Metric] = Field(
         None, description="default: accuracy when the evaluation data has labels, else fidelity")
+    text: Optional[TextData] = Field(
+        None, description="for a causal language model (model.causal_lm): the text it is "
+        "calibrated and evaluated on, in place of calibration/evaluation/train")
 
 
-# the roles data plays (calibration, evaluation, train): every DataSpec field but the metric
-DATA_ROLES = tuple(name for name in DataSpec.model_fields if name != "metric")
+# the roles tensor data plays (calibration, evaluation, train): every DataSpec field but
+# the metric and a language model's text
+DATA_ROLES = tuple(name for name in DataSpec.model_fields if name not in ("metric", "text"))

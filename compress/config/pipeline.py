@@ -13,7 +13,8 @@ from pydantic import (AfterValidator, Field, PrivateAttr, ValidationError, field
 from pydantic_core import PydanticCustomError
 
 from compress import stages as _stages  # noqa: F401  (registers every stage type)
-from compress.config.data import DataSource, DataSpec, Metric  # noqa: F401 (re-exported)
+from compress.config.data import (DATA_ROLES, DataSource, DataSpec, Metric,  # noqa: F401
+                                  TextData)
 from compress.model.spec import (CALLABLE_NAME, DTYPES, ModelSpec, TensorDecl,  # noqa: F401
                                    TorchSource)
 from compress.config.executor import EXECUTOR_TYPES, Executor, LocalExecutor
@@ -93,6 +94,20 @@ class Pipeline(Strict):
                     "stage_reference", "two stages are named '{name}'",
                     {"index": index, "key": "name", "name": name})
             known.add(name)
+        return self
+
+    @model_validator(mode="after")
+    def _data_fits_model(self):
+        language = self.model.causal_lm is not None
+        tensors = [role for role in DATA_ROLES if getattr(self.data, role) is not None]
+        if language and (tensors or self.data.metric):
+            raise ValueError(f"a causal_lm is calibrated and evaluated on data.text, not "
+                             f"data.{(tensors or ['metric'])[0]}: remove it")
+        if language and self.data.text is None:
+            raise ValueError("a causal_lm needs data.text: `text: {python_docs: true}`, "
+                             "`text: {file: corpus.txt}` or `text: {loader: module:function}`")
+        if self.data.text is not None and not language:
+            raise ValueError("data.text is for a causal language model (model.causal_lm)")
         return self
 
     @model_validator(mode="after")

@@ -7,8 +7,10 @@ from dataclasses import dataclass
 from compress.stagebase import STAGES
 
 FORMAT_NAMES = {"torch": "a torch model", "onnx": "an ONNX model", "tflite": "a TFLite model",
-                "openvino": "an OpenVINO IR model"}
-DEPLOYABLE = ("onnx", "tflite", "openvino")   # what the benchmark measures
+                "openvino": "an OpenVINO IR model",
+                "causal_lm": "a causal language model (Hugging Face weights)",
+                "genai": "an onnxruntime-genai model folder"}
+DEPLOYABLE = ("onnx", "tflite", "openvino", "genai")   # what the benchmark measures
 
 
 @dataclass(frozen=True)
@@ -65,5 +67,5 @@ def _check_benchmark(index: int, stage, formats: dict) -> None:
         if formats.get(name) not in DEPLOYABLE:
             known = ", ".join(n for n, f in formats.items() if f in DEPLOYABLE) or "none"
             raise GraphProblem(index, "artifacts", (
-                f"benchmark.artifacts: '{name}' is not an ONNX or TFLite artifact of this "
+                f"benchmark.artifacts: '{name}' is not a deployable artifact of this "
                 f"pipeline; those are: {known}"))

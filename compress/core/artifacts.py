@@ -48,7 +48,11 @@ class Output:
 
 def artifact_files(path: Path) -> list[Path]:
     """The files of an artifact: the model and, where it keeps them apart, its weights
-    (runtimes.loader.model_files: the runner counts the same files in a model's size)."""
+    (runtimes.loader.model_files: the runner counts the same files in a model's size);
+    every file of a folder artifact (a language model's), in a stable order."""
+    path = Path(path)
+    if path.is_dir():
+        return sorted(p for p in path.rglob("*") if p.is_file())
     from runtimes.loader import model_files
     return [Path(p) for p in model_files(str(path))]
 
@@ -56,7 +60,10 @@ def artifact_files(path: Path) -> list[Path]:
 def sha256_artifact(path: Path) -> str:
     """sha256 over every file of the artifact (for one file, that file's sha256)."""
     h = hashlib.sha256()
+    folder = Path(path).is_dir()
     for part in artifact_files(path):
+        if folder:   # a file's name is part of a folder's content
+            h.update(str(part.relative_to(path)).encode() + b"\0")
         with open(part, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)
@@ -93,7 +100,7 @@ class StageDir:
         return artifacts if self._intact(artifacts) else None
 
     def _intact(self, artifacts: list[Artifact]) -> bool:
-        return all((self.run_dir / a.path).is_file()
+        return all((self.run_dir / a.path).exists()
                    and sha256_artifact(self.run_dir / a.path) == a.sha256 for a in artifacts)
 
     def from_shared(self, key: str, parent: Optional[str] = None) -> Optional[list[Artifact]]:

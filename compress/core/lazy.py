@@ -25,6 +25,9 @@ _PIP_NAMES = {
     "mlflow": "mlflow-skinny sqlalchemy alembic",          # the tracking extra
     "ray": "ray",                                          # the scale extra
     "grpc": "ray[client]",                                 # Ray's client (ray://)
+    "onnxruntime_genai": "edge-compress[llm]",             # causal language models
+    "transformers": "edge-compress[llm]",
+    "gguf": "edge-compress[llm]",
 }
 
 

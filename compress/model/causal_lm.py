@@ -10,6 +10,7 @@ perplexity is that of the 4-bit weights, not of the original training.
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -95,6 +96,49 @@ def open_causal_lm(path: str | Path, work: Path) -> CausalLM:
     if not (into / "config.json").is_file():
         dequantize_gguf(path, into)
     return CausalLM(path, kind, into, dequantized_from=gguf_weight_types(path))
+
+
+# what a Hugging Face folder's model is made of: copied into the run (linked where the
+# file system allows), nothing else (a training checkpoint's optimizer state is not)
+HF_FILES = ("config.json", "generation_config.json", "*.safetensors", "*.safetensors.index.json",
+            "tokenizer*", "special_tokens_map.json", "vocab.json", "merges.txt",
+            "chat_template.*")
+
+
+def check_pipeline_source(path: Path) -> str:
+    """Before any work: `path` is a model the pipeline starts from (its kind)."""
+    if not path.exists():
+        raise ModelError(f"model.causal_lm {path} does not exist")
+    kind = kind_of(path)
+    if kind == "genai":
+        raise ModelError(f"model.causal_lm {path} is an onnxruntime-genai folder, already "
+                         "exported: measure it with `python -m runtimes lm-bench`; the "
+                         "pipeline starts from a Hugging Face folder or a .gguf file")
+    return kind
+
+
+def write_lm_source(path: Path, into: Path) -> dict:
+    """The model as given, as a float Hugging Face folder at `into` (a GGUF dequantized,
+    a folder's model files linked or copied); what the artifact records of it."""
+    kind = check_pipeline_source(path)
+    if kind == "gguf":
+        dequantize_gguf(path, into)
+        return {"kind": kind, "given": path.name, "dequantized_from": gguf_weight_types(path)}
+    into.mkdir(parents=True)
+    for pattern in HF_FILES:
+        for found in sorted(path.glob(pattern)):
+            try:
+                os.link(found, into / found.name)
+            except OSError:   # another file system, or links not allowed
+                shutil.copyfile(found, into / found.name)
+    return {"kind": kind, "given": path.name, "dequantized_from": None}
+
+
+def source_files(path: Path) -> list[Path]:
+    """The files whose content identifies the model as given."""
+    if path.is_file():
+        return [path]
+    return sorted({f for pattern in HF_FILES for f in path.glob(pattern) if f.is_file()})
 
 
 def tokenizer_sha256(folder: Path) -> str:

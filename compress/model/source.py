@@ -210,6 +210,12 @@ def source_digest(pipeline) -> str:
     the module's weights) plus the factory's own code."""
     model = pipeline.model
     h = hashlib.sha256(str([d.model_dump() for d in model.inputs or ()]).encode())
+    if model.causal_lm is not None:
+        from compress.model.causal_lm import source_files
+        path = pipeline.resolve(model.causal_lm)
+        for part in source_files(path):
+            h.update(part.name.encode() + sha256_file(part).encode())
+        return h.hexdigest()
     if model.onnx is not None or model.tflite is not None:
         source = model.onnx if model.onnx is not None else model.tflite
         if not isinstance(source, str):
@@ -241,6 +247,11 @@ def write_source(pipeline, model, out_dir: Path) -> Output:
     """Keep a copy of the source model in the run directory (self-contained runs); an
     ONNX model is written as one file, its external data inlined."""
     spec = pipeline.model
+    if spec.causal_lm is not None:
+        from compress.model.causal_lm import write_lm_source
+        target = out_dir / "model"
+        return Output(target, "causal_lm", "fp32",
+                      write_lm_source(pipeline.resolve(spec.causal_lm), target))
     if spec.onnx is not None:
         from compress.model.onnx_compat import copy_onnx, opset_of, save_onnx
         target = out_dir / "model.onnx"

@@ -86,6 +86,11 @@ class ModelSpec(WithObjects):
     tflite: Optional[str] = Field(
         None, description="path of a .tflite model: benchmarked as it is, and a float one can "
         "be quantized (stage quantize) with ai-edge-quantizer")
+    causal_lm: Optional[str] = Field(
+        None, description="a causal language model: a Hugging Face folder (config.json, "
+        "weights, tokenizer), a .gguf file (dequantized to float through transformers, "
+        "recorded as such) or an onnxruntime-genai folder (genai_config.json); its data are "
+        "text (data.text)")
     inputs: Optional[tuple[TensorDecl, ...]] = Field(
         None, min_length=1, description="the model's inputs, in order; required for a torch "
         "model; for ONNX and TFLite read from the file when omitted (then only dynamic "
@@ -97,9 +102,12 @@ class ModelSpec(WithObjects):
 
     @model_validator(mode="after")
     def _one_source(self):
-        if sum(source is not None for source in (self.torch, self.onnx, self.tflite)) != 1:
+        if sum(source is not None for source in sources_of(self)) != 1:
             raise ValueError("give exactly one model source: `torch: {factory: ...}`, "
-                             "`onnx: PATH` or `tflite: PATH`")
+                             "`onnx: PATH`, `tflite: PATH` or `causal_lm: PATH`")
+        if self.causal_lm is not None and (self.inputs or self.dynamic_batch):
+            raise ValueError("a causal_lm takes token ids made from data.text: leave out "
+                             "inputs and dynamic_batch")
         if self.onnx is not None and not isinstance(self.onnx, str):
             _onnx_object(self.onnx)
         names = [d.name for d in self.inputs or ()]
@@ -119,5 +127,14 @@ class ModelSpec(WithObjects):
 
     @property
     def format(self) -> str:
-        """What the source is: torch, onnx or tflite."""
-        return "torch" if self.torch is not None else "onnx" if self.onnx is not None else "tflite"
+        """What the source is: torch, onnx, tflite or causal_lm."""
+        return next(name for name, source in zip(SOURCE_NAMES, sources_of(self))
+                    if source is not None)
+
+
+SOURCE_NAMES = ("torch", "onnx", "tflite", "causal_lm")
+
+
+def sources_of(spec: ModelSpec) -> tuple:
+    """The model's sources in the order of SOURCE_NAMES (one is given)."""
+    return tuple(getattr(spec, name) for name in SOURCE_NAMES)

@@ -6,7 +6,8 @@ The rules, in order:
 1. A variant is feasible on a target when none of its verdicts there fails and its
    latency was measured. Verdicts measured off the device, or left unmeasured (energy
    without a meter), do not fail it: such a winner is a *candidate*, not a pass.
-2. Among feasible variants the fastest p90 wins. Latencies within TIE_RATIO of the
+2. Among feasible variants the fastest p90 wins (a language model's: the p90 of one
+   decode step, the time per generated token). Latencies within TIE_RATIO of the
    fastest are a tie, broken by the smaller file, then the smaller metric drop.
 3. Nothing feasible: the closest miss is the variant whose worst overrun (value / limit,
    over its failed budgets) is smallest, with every miss and by how much.
@@ -18,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional
 
-from profiles import NO_METER, PASS, UNITS
+from profiles import AT_LEAST, NO_METER, PASS, UNITS
 
 # Two variants whose p90 differ by less than this share are as fast as each other: the
 # same file measures 2-3.5 % apart from one runner process to the next (conformance
@@ -44,6 +45,7 @@ class Variant:
     engine: Optional[str] = None
     files: dict = field(default_factory=dict)   # format, precision, path, feeding
     threads: Optional[int] = None
+    language_model: Optional[dict] = None        # a language model's record part
 
     def failed(self) -> list[dict]:
         return [v for v in self.verdicts if v["status"] == "fail"]
@@ -71,7 +73,8 @@ def variants_of(benchmarks: list[dict], verdicts: list[dict], sizes: dict[str, i
             bench["latency_ms"]["p90"], bench.get("peak_memory_mb"),
             {"name": metric["name"], "value": metric["value"]} if metric else None,
             metric.get("drop") if metric else None, bench.get("engine"),
-            files.get(bench["artifact"], {}), (bench.get("runtime") or {}).get("threads")))
+            files.get(bench["artifact"], {}), (bench.get("runtime") or {}).get("threads"),
+            bench.get("language_model")))
     for (artifact, target), rows in by_pair.items():
         if (artifact, target) not in seen and artifact in sizes:
             found.append(Variant(artifact, target, bool(files.get(artifact, {}).get("baseline")),
@@ -96,21 +99,28 @@ def over_ratio(value: float, limit: float) -> float:
     return math.inf if value > limit else 0.0
 
 
+def _miss(verdict: dict) -> tuple[float, float]:
+    """How far a failed verdict is from its limit: (as a share of it, by how much). A
+    value under a minimum (decode tokens/s) is as far off as one over a maximum."""
+    value, limit = verdict["value"], verdict["budget"]
+    if verdict["metric"] in AT_LEAST:
+        return (limit / value - 1 if value > 0 else math.inf), limit - value
+    return over_ratio(value, limit), value - limit
+
+
 def _overrun(variant: Variant) -> float:
-    return max(over_ratio(v["value"], v["budget"]) for v in variant.failed())
+    return max(_miss(v)[0] for v in variant.failed())
 
 
 def closest_miss(variants: list[Variant]) -> Optional[dict]:
     missing = [v for v in variants if v.failed()]
     if not missing:
         return None
-    best = min(missing, key=lambda v: (_overrun(v), sum(x["value"] - x["budget"]
-                                                         for x in v.failed()),
+    best = min(missing, key=lambda v: (_overrun(v), sum(_miss(x)[1] for x in v.failed()),
                                        v.latency_p90_ms is None))
     return {"artifact": best.artifact, "misses": [
         {"budget": v["metric"], "value": v["value"], "limit": v["budget"],
-         "over_by": v["value"] - v["budget"],
-         "over_by_ratio": _finite(over_ratio(v["value"], v["budget"]))}
+         "over_by": _miss(v)[1], "over_by_ratio": _finite(_miss(v)[0])}
         for v in best.failed()]}
 
 
@@ -179,6 +189,7 @@ def recommend(target: str, variants: list[Variant]) -> dict:
             "measured_on_device": off is None, "off_target_reason": off,
             "unmeasured": sorted(v["metric"] for v in winner.verdicts
                                  if v["status"] == "unmeasured"),
+            "language_model": winner.language_model,
             "feeding": winner.files.get("feeding")}
 
 
@@ -186,7 +197,8 @@ def _empty() -> dict:
     return dict.fromkeys(("artifact", "baseline", "path", "engine", "threads", "format",
                           "precision",
                           "latency_p90_ms", "peak_memory_mb", "model_size_mb", "metric",
-                          "drop", "measured_on_device", "off_target_reason", "feeding"))
+                          "drop", "measured_on_device", "off_target_reason", "feeding",
+                          "language_model"))
 
 
 def _feeding_text(feeding: Optional[dict]) -> str:
@@ -198,7 +210,24 @@ def _feeding_text(feeding: Optional[dict]) -> str:
     return text
 
 
+def _lm_numbers(rec: dict, limits: dict) -> str:
+    """A language model's: decode speed, time to first token, size, memory, quality."""
+    lm, parts = rec["language_model"], []
+    for key, value, label in (
+            ("decode_tokens_per_s", lm["decode_tok_s"], "decode"),
+            ("time_to_first_token_ms", lm["ttft_ms"], "first token"),
+            ("model_size_mb", rec["model_size_mb"], "weights"),
+            ("peak_memory_mb", rec["peak_memory_mb"], "peak memory")):
+        of = f" ({'at least' if key in AT_LEAST else 'of'} {limits[key]:g})" if key in limits else ""
+        parts.append(f"{label} {value:.3g} {UNITS[key]}{of}")
+    of = f" (of +{limits['perplexity_increase']:.0%})" if "perplexity_increase" in limits else ""
+    parts.append(f"perplexity {rec['drop']:+.2%}{of}")
+    return ", ".join(parts)
+
+
 def _numbers(rec: dict, limits: dict) -> str:
+    if rec.get("language_model"):
+        return _lm_numbers(rec, limits)
     parts = []
     for key, value, label in (("latency_p90_ms", rec["latency_p90_ms"], "p90"),
                               ("model_size_mb", rec["model_size_mb"], "size"),

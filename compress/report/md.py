@@ -7,6 +7,7 @@ from compress.report.recommend_md import recommendation_lines
 from compress.report.md_tables import (artifact_table, benchmark_table, model_table,
                                        placement_table, quantization_details)
 from compress.report.fleet import fleet_lines
+from compress.report.md_lm import is_language_model, lm_benchmark_table, mix_details
 from compress.report.notes import (NO_NUMBER, hottest, how_measured, machine_text,
                                    reason_groups)
 from profiles import NO_METER, UNITS
@@ -135,8 +136,16 @@ def _manifest_lines(report: dict) -> list[str]:
             f"{m['source_model_sha256']}", ""]
 
 
+def _benchmark_section(report: dict) -> list[str]:
+    if is_language_model(report):
+        return ["## Benchmarks (language model)", "", *lm_benchmark_table(report), ""]
+    return ["## Benchmarks (batch as declared)", "", *benchmark_table(report), "",
+            "peak MB is the benchmark process's peak resident memory; (model) is that minus "
+            "the interpreter and runtime library before the model was loaded.", ""]
+
+
 def render_markdown(report: dict) -> str:
-    details = quantization_details(report)
+    details = quantization_details(report) + mix_details(report)
     details = ["## Quantization details", "", *details] if details else []
     verdict = "PASSED" if report["passed"] else "FAILED"
     strict = (" (strict: unmeasured and off-target count as failures; no-meter does not)"
@@ -151,10 +160,7 @@ def render_markdown(report: dict) -> str:
              *details,
              "## Where each target was measured", "", *_where_measured(report), "",
              *fleet_lines(report),
-             "## Benchmarks (batch as declared)", "",
-             *benchmark_table(report), "",
-             "peak MB is the benchmark process's peak resident memory; (model) is that minus "
-             "the interpreter and runtime library before the model was loaded.", "",
+             *_benchmark_section(report),
              *placement_table(report),
              "## Verdicts", "", *_verdict_table(report), "",
              "## Manifest", "", *_manifest_lines(report)]

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 
 from compress.report import decide
+from profiles import budget_limits
 
 
 def _first_input(path: Path, fmt: str) -> tuple:
@@ -80,8 +81,8 @@ def decision(artifacts, benchmarks: list[dict], verdicts: list[dict], targets,
     by_id = {a.id: a for a in artifacts}
     sizes = {a.id: a.size_bytes for a in artifacts}
     variants = decide.variants_of(benchmarks, verdicts, sizes, files)
-    budgets = {name: {k: v for k, v in profile.budget.model_dump().items() if v is not None}
-               for name, profile in targets}
+    language = any(b.get("language_model") for b in benchmarks)
+    budgets = {name: budget_limits(profile, language) for name, profile in targets}
     recommendations, pareto, fed = [], {}, {}
     for name, _ in targets:
         rec = decide.recommend(name, variants)

@@ -1,12 +1,15 @@
 """The baseline every speed-up and drop is measured against: the model the user gave,
 in each format the benchmark measures. A source in that format is its own baseline; a
 torch source is exported to FP32 with the pipeline's own export settings (a pruned or
-distilled model is never the baseline, whatever the stages do)."""
+distilled model is never the baseline, whatever the stages do), a causal language model
+to its float onnxruntime-genai folder."""
 from __future__ import annotations
 
 from compress.stagebase import STAGES
 
-EXPORT_STAGE = {"onnx": "export.onnx", "tflite": "export.tflite"}
+EXPORT_STAGE = {"onnx": "export.onnx", "tflite": "export.tflite", "genai": "export.genai"}
+# the source format each export stage takes (an ONNX model is not converted to TFLite)
+EXPORTED_FROM = {"onnx": "torch", "tflite": "torch", "genai": "causal_lm"}
 
 
 def baseline_config(pipeline, fmt: str):

@@ -212,13 +212,26 @@ def _check_reference(ctx) -> None:
         ctx.metric_baseline()  # the user's function, tried on the source model first
 
 
+def _check_language_model(ctx) -> None:
+    """A causal LM before any work: a model the pipeline starts from, text it can read."""
+    from compress.data.text import read_text
+    from compress.model.causal_lm import check_pipeline_source
+    pipeline = ctx.pipeline
+    check_pipeline_source(pipeline.resolve(pipeline.model.causal_lm))
+    read_text(pipeline.data.text, pipeline.base_dir)
+
+
 def preflight(ctx) -> None:
     check_run_dir(ctx.pipeline)
     check_tracking(ctx.pipeline)
-    _check_data(ctx)
+    if ctx.pipeline.model.causal_lm is not None:
+        _check_language_model(ctx)
+    else:
+        _check_data(ctx)
     _check_meters(ctx)
     _check_local_pythons(ctx)
-    check_model_runs(ctx)
+    if ctx.pipeline.model.causal_lm is None:
+        check_model_runs(ctx)
     if ctx.dataset("evaluation") is not None:
         _check_reference(ctx)
     if ctx.compress_only:   # a Ray task: the devices are the driver's to reach

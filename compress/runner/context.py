@@ -35,6 +35,7 @@ class RunContext:
     _reference: object = None
     _reference_names: object = None
     _scratch: object = None   # a temporary folder, for a ModelProto before the run starts
+    _lm_text: object = None   # a language model's text as token ids (model.lm_text)
 
     @property
     def inputs(self) -> tuple:
@@ -52,6 +53,24 @@ class RunContext:
             raise DataError(f"{purpose} needs data.{role} in the pipeline: a loader "
                             f"(`{role}: module:function`) or an .npz file (`{role}: file.npz`)")
         return data
+
+    def lm_text(self):
+        """data.text in the source model's tokenizer (model.lm_text.TokenizedText), made
+        once, after the source stage wrote the model's folder."""
+        if self._lm_text is None:
+            from compress.model.lm_text import tokenize
+            self._lm_text = tokenize(self.pipeline.data.text, self.path(self.source_artifact),
+                                     self.pipeline.base_dir)
+        return self._lm_text
+
+    def text_digest(self) -> Optional[str]:
+        """What data.text contributes to a stage's cache key: its settings and content."""
+        spec = self.pipeline.data.text
+        if spec is None:
+            return None
+        from compress.data.text import read_text, text_sha256
+        settings = spec.model_dump_json(exclude={"loader"})
+        return text_sha256(settings + read_text(spec, self.pipeline.base_dir))
 
     def sample_feeds(self, count: int) -> tuple[list[dict], str]:
         """Up to `count` feeds of calibration (else evaluation) data, else random inputs

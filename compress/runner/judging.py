@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 from profiles import (NO_METER, OFF_TARGET, PASS, UNMEASURED, check,
-                      unmeasured_verdicts)
+                      unmeasured_language_verdicts, unmeasured_verdicts)
+
+LANGUAGE_FORMATS = ("genai",)   # a causal language model's artifacts (budget: language_model)
 
 
 def verdicts_of(benchmarks: list[dict], skipped: list[dict], artifacts, targets) -> list:
@@ -13,11 +15,13 @@ def verdicts_of(benchmarks: list[dict], skipped: list[dict], artifacts, targets)
     for bench in benchmarks:
         verdicts.extend(check(bench, profiles[bench["target"]], bench["artifact"], bench["target"]))
     sizes = {a.id: a.size_bytes for a in artifacts}
+    language = {a.id for a in artifacts if a.format in LANGUAGE_FORMATS}
     for miss in (s for s in skipped if s.get("unmeasured")):
-        verdicts.extend(unmeasured_verdicts(profiles[miss["target"]], miss["artifact"],
-                                            miss["target"], miss["reason"],
-                                            sizes[miss["artifact"]],
-                                            {"accuracy_drop": miss.get("drop")}))
+        judge = (unmeasured_language_verdicts if miss["artifact"] in language
+                 else unmeasured_verdicts)
+        verdicts.extend(judge(profiles[miss["target"]], miss["artifact"], miss["target"],
+                              miss["reason"], sizes[miss["artifact"]],
+                              {"accuracy_drop": miss.get("drop")}))
     return verdicts
 
 

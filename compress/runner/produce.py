@@ -13,7 +13,7 @@ from compress.errors import CompressError, StageError
 from compress.measure.fleet import close_fleets
 from compress.model.source import external_digest, source_digest, write_source
 from compress.model.verify import verify_outputs
-from compress.runner.baselines import baseline_config, formats_needed
+from compress.runner.baselines import EXPORTED_FROM, baseline_config, formats_needed
 from compress.runner.context import RunContext
 from compress.runner.manifest import package_versions
 from compress.stagebase import STAGES
@@ -55,8 +55,9 @@ def _run_stage(ctx: RunContext, slug: str, key: str, make, artifact_id: str | No
 
 
 def _data_digests(ctx: RunContext) -> dict:
-    return {role: (ctx.dataset(role).digest if ctx.dataset(role) else None)
-            for role in DATA_ROLES}
+    digests = {role: (ctx.dataset(role).digest if ctx.dataset(role) else None)
+               for role in DATA_ROLES}
+    return {**digests, "text": ctx.text_digest()} if ctx.pipeline.data.text else digests
 
 
 def _stage_key(ctx: RunContext, stage, parent: Artifact) -> tuple[str, dict]:
@@ -117,7 +118,7 @@ def _baselines(ctx: RunContext, picked: list[Artifact], by_key: dict) -> list[Ar
         if source.format == fmt:
             found.append(source)
             continue
-        if source.format != "torch":
+        if source.format != EXPORTED_FROM[fmt]:
             continue  # an ONNX model is not converted to TFLite, nor TFLite to ONNX
         config = baseline_config(ctx.pipeline, fmt)
         key, _ = _stage_key(ctx, config, source)

@@ -70,6 +70,8 @@ def _report(ctx: RunContext, produced: tuple, gated: set, strict: bool,
     report.update(decision(artifacts, benchmarks, [v.to_dict() for v in verdicts],
                            ctx.targets, ctx.run_dir, skipped))
     report["pipeline"]["config"] = history.config_record(pipeline)
+    if pipeline.data.text is not None:   # the token ids every variant was scored on
+        report["text"] = ctx.lm_text().record()
     report["fleets"] = fleet_summaries(ctx.fleets)
     write_reports(ctx.run_dir, report, page=not ctx.trial)
     if not ctx.trial:   # a trial's history is its search's

@@ -1,9 +1,7 @@
-"""`benchmark`: every final artifact and the FP32 baselines, on each target that runs them.
-
-Each measurement is `python -m runtimes bench` in a fresh subprocess: it imports only
-numpy and the runtime, so torch in this process never pollutes memory or timing, and
-it is the same code that runs on a device.
-"""
+"""`benchmark`: every final artifact and the FP32 baselines, on each target that runs them,
+each by `python -m runtimes bench` in a fresh subprocess (numpy and the runtime only: torch
+here never pollutes memory or timing; the same code runs on a device); a language model's
+variants by compress/measure/lm.py."""
 from __future__ import annotations
 
 import dataclasses
@@ -16,6 +14,7 @@ from pydantic import (Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, Po
                       model_validator)
 
 from compress.measure.inputs import custom_score, write_inputs
+from compress.measure.lm import measure_lm
 from compress.measure.copies import Copies
 from compress.measure.records import by_device, pool_rounds, record, spread
 from compress.measure.screen import Screen
@@ -24,6 +23,7 @@ from compress.measure.client import (AUTO, Unavailable, baseline_engines, engine
                                 reports_placement)
 from compress.stagebase import StageConfig, register
 from runtimes import engines
+from runtimes.lm.formats import engine_of as lm_engine
 from runtimes.result import Measurement
 
 
@@ -41,6 +41,8 @@ class Benchmark(StageConfig):
     artifacts: Optional[tuple[str, ...]] = Field(
         None, description="stage names whose ONNX or TFLite artifacts to measure beside the "
         "FP32 baselines (default: every final artifact, i.e. one no later stage consumed)")
+    new_tokens: PositiveInt = Field(64, description="language models: tokens generated per "
+                                    "run (prompt: the profile's language_model.prompt_tokens)")
     skip_over_budget: bool = Field(
         False, description="do not time a variant for a target whose size budget its file "
         "misses, or whose accuracy budget its metric (from its first measurement) misses: "
@@ -102,6 +104,8 @@ def plan_jobs(candidates, targets, cores: dict[str, int],
             runtime = profile.runtime
             engine, others = (baseline_engines(runtime, artifact.format) if is_baseline
                               else (engine_for(runtime, artifact.format), ()))
+            if lm_engine(artifact.format):   # a language model's format has one engine
+                engine, others = lm_engine(artifact.format), ()
             if engine is None:
                 skipped.append({"artifact": artifact.id, "target": target, "reason":
                                 f"{target} runs {runtime.listed()} only (runtime.engines in its "
@@ -258,6 +262,8 @@ def _items(rounds: _Rounds, round_index: int) -> list[Item]:
 @register(Benchmark, produces_artifacts=False)
 def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
     """`jobs`: what plan_jobs made of the candidates and the pipeline's targets."""
+    if ctx.pipeline.model.causal_lm is not None:
+        return measure_lm(jobs, config, ctx)
     files = write_inputs(ctx, ctx.out_dir)
     metric_info = files[2]
     if metric_info is not None:

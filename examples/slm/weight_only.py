@@ -36,7 +36,7 @@ from compress.quant.lm.nbits import FloatModel, NBits  # noqa: E402
 from compress.quant.lm.sensitivity import measure_sensitivity, rank  # noqa: E402
 from compress.quant.lm.units import units_of  # noqa: E402
 from runtimes.errors import RuntimeInputError  # noqa: E402
-from runtimes.lm.bench import measure_in_processes  # noqa: E402
+from runtimes.lm.bench import Workload, measure_in_processes  # noqa: E402
 from runtimes.lm.formats import format_of  # noqa: E402
 from runtimes.lm.genai import folder_bytes  # noqa: E402
 from runtimes.lm.llamacpp import import_llama_cpp  # noqa: E402
@@ -192,8 +192,9 @@ def main() -> int:
                      "folder": mix.folder, "seconds": seconds, "quality": mix.chosen.quality})
     gguf_rows, llama_cpp, gguf_mix = llama_cpp_rows(lm.path, out, calibration, reference, args)
     rows += gguf_rows
-    speeds = measure_in_processes([row["folder"] for row in rows], 128, args.new_tokens,
-                                  args.threads, args.rounds, prompt=ids[:128])
+    speeds = measure_in_processes([row["folder"] for row in rows],
+                                  Workload(128, args.new_tokens, args.threads, ids[:128]),
+                                  args.rounds)
     for row, speed in zip(rows, speeds):
         row["bytes"] = format_of(row["folder"]).weights_bytes(Path(row["folder"]))
         if "quality" not in row:

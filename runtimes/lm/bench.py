@@ -21,7 +21,9 @@ import statistics
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable, Optional
 
 from runtimes.hostinfo import describe_host
 from runtimes.lm.formats import format_of
@@ -67,14 +69,18 @@ def measure(path: Path, prompt_tokens: int, new_tokens: int, threads: int,
     prefill_s = time.perf_counter() - started
     picked = [model.next_token()]            # the first pick, from the prefill's logits
     ttft_s = time.perf_counter() - started
-    started = time.perf_counter()
+    started = step = time.perf_counter()
+    step_ms = []                             # each decode step's time: its spread
     while len(picked) < new_tokens and not model.done():
         picked.append(model.next_token())    # one model call on the last id, then a pick
+        now = time.perf_counter()
+        step_ms.append((now - step) * 1000)
+        step = now
     decode_s, decoded = time.perf_counter() - started, len(picked) - 1
     return {"engine": form.engine, "load_s": load_s, "prompt_tokens": len(prompt),
             "prefill_s": prefill_s, "prefill_tok_s": len(prompt) / prefill_s,
             "ttft_s": ttft_s, "decode_tokens": decoded,
-            "decode_tok_s": decoded / decode_s if decoded else 0.0,
+            "decode_tok_s": decoded / decode_s if decoded else 0.0, "step_ms": step_ms,
             "threads": threads, "rss_base_mb": base, "rss_loaded_mb": loaded,
             "peak_rss_mb": _status_mb("VmHWM"), "weights_bytes": form.weights_bytes(path),
             "kv_cache_bytes": form.kv_cache_bytes(path, len(prompt) + new_tokens),
@@ -105,17 +111,29 @@ def summarize(runs: list[dict]) -> dict:
     return {**runs[0], **summary, "spread": spread, "noisy": noisy, "runs": runs}
 
 
-def measure_in_processes(folders: list, prompt_tokens: int = 128, new_tokens: int = 64,
-                         threads: int = 1, rounds: int = 3,
-                         prompt: list[int] | None = None) -> list[dict]:
+@dataclass(frozen=True)
+class Workload:
+    """What one measurement runs: `prompt` (ids; else the text's first in the model's
+    tokenizer) cut to `prompt_tokens`, then `new_tokens` decoded on `threads`."""
+    prompt_tokens: int = 128
+    new_tokens: int = 64
+    threads: int = 1
+    prompt: Optional[list[int]] = None
+
+
+def measure_in_processes(folders: list, workload: Workload = Workload(), rounds: int = 3,
+                         progress: Optional[Callable[[int, int], None]] = None) -> list[dict]:
     """Each model (a folder or a file) measured `rounds` times, each time in a fresh
     `python -m runtimes lm-bench` process, the models in turn within a round (a machine's
-    drift then weighs on every model alike); a summary per model, in order. `prompt`:
-    the same ids for every model (else each its tokenizer's ids for the same text)."""
+    drift then weighs on every model alike); a summary per model, in order. A workload's
+    `prompt` gives every model the same ids; `progress(done, total)` after each run."""
     runs: list[list[dict]] = [[] for _ in folders]
-    for _ in range(rounds):
+    for round_index in range(rounds):
         for n, folder in enumerate(folders):
-            runs[n].append(_one_process(folder, prompt_tokens, new_tokens, threads, prompt))
+            runs[n].append(_one_process(folder, workload.prompt_tokens, workload.new_tokens,
+                                        workload.threads, workload.prompt))
+            if progress:
+                progress(round_index * len(folders) + n + 1, rounds * len(folders))
     return [summarize(r) for r in runs]
 
 

@@ -15,6 +15,7 @@ from runtimes.lm import genai, llamacpp
 
 @dataclass(frozen=True)
 class Format:
+    name: str                    # what the pipeline's artifacts call the format
     what: str                    # how an error names the path this format wants
     engine: str
     accepts: Callable[[Path], bool]
@@ -25,11 +26,11 @@ class Format:
 
 
 FORMATS = (
-    Format("an onnxruntime-genai model folder (with its genai_config.json)",
+    Format("genai", "an onnxruntime-genai model folder (with its genai_config.json)",
            "onnxruntime-genai", genai.accepts, genai.import_genai,
            lambda path, threads, **_: genai.GenaiModel(path, threads),
            genai.folder_bytes, genai.kv_cache_bytes),
-    Format("a .gguf file", "llama.cpp", llamacpp.accepts, llamacpp.import_llama_cpp,
+    Format("gguf", "a .gguf file", "llama.cpp", llamacpp.accepts, llamacpp.import_llama_cpp,
            lambda path, threads, **options: llamacpp.LlamaCppModel(path, threads, **options),
            llamacpp.file_bytes, llamacpp.kv_cache_bytes),
 )
@@ -43,3 +44,9 @@ def format_of(path: str | Path) -> Format:
     raise RuntimeInputError(f"{path} is not a language model this runner opens: "
                             + " or ".join(f.what for f in FORMATS))
 
+
+
+def engine_of(fmt: str) -> str | None:
+    """The engine that runs the pipeline's artifact format `fmt`; None for a format that is
+    not a language model's."""
+    return next((found.engine for found in FORMATS if found.name == fmt), None)

@@ -5,7 +5,8 @@ files for llama.cpp (its own types).
     nbits.py        the float folder's MatMuls at the width a plan gives each (probes)
     units.py        the units widths are chosen for: a transformer layer, or one MatMul
     sensitivity.py  each unit alone at the low width, scored against the float model
-    mix.py          the smallest mix that meets a perplexity budget: built, judged, chosen
+    mix.py          the smallest mix that meets a quality budget: built, judged, chosen
     genai_route.py  onnxruntime-genai's builder makes each file, onnxruntime-genai runs it
     gguf_route.py   llama.cpp's quantizer makes each GGUF type, llama.cpp runs it
+    stage.py        the quantize stage's lm-weight-only scheme: one width, or the measured mix
 """

@@ -34,6 +34,8 @@ class QuantizeBase(StageConfig):
     def formats(self) -> dict[str, str]:
         from compress.quant.schemes.registry import SCHEMES
         spec = SCHEMES[self.scheme]
+        if spec.lm is not None:
+            return {"genai": "genai"}
         if spec.onnx is None or self.backend != "onnxruntime":
             return {"torch": "onnx"}
         tflite = spec.tflite_mode and self.max_drop is None and not (

@@ -18,6 +18,7 @@ class SchemeSpec:
     torch: Optional[tuple[str, Callable]] = None   # (module imported first, function)
     tflite_mode: Optional[str] = None     # ai-edge-quantizer's mode for a TFLite source
     searchable: tuple[str, ...] = ()      # op types the accuracy-aware search may keep float
+    lm: Optional[Callable] = None         # a language model's: (artifact, config, ctx) -> outputs
 
 
 # in the order of `listed`, whatever the order the scheme modules are imported in

@@ -88,13 +88,13 @@ def test_every_scheme_is_registered_with_a_back_end():
     from compress.quant.schemes import SCHEME_CONFIGS
     assert set(SCHEMES) == {cls.model_fields["scheme"].default for cls in SCHEME_CONFIGS}
     for spec in SCHEMES.values():
-        assert spec.onnx or spec.torch, spec.name
+        assert spec.onnx or spec.torch or spec.lm, spec.name
         assert spec.precision in ("int8", "int4", "fp16")
 
 
 @pytest.mark.parametrize("setting, value, scheme, says", [
     ("calibration", "entropy", "int8-dynamic", "a setting of int8-static, not of int8-dynamic"),
-    ("block_size", 64, "int8-static", "a setting of int4-weight-only, not of int8-static"),
+    ("block_size", 64, "int8-static", "a setting of int4-weight-only or lm-weight-only, not of int8-static"),
     ("train", {"epochs": 1}, "fp16", "a setting of int8-qat, not of fp16"),
     ("keep_io_types", False, "int8-qat", "a setting of fp16, not of int8-qat")])
 def test_a_setting_of_another_scheme_names_the_schemes_that_have_it(setting, value, scheme, says):

@@ -24,7 +24,7 @@ FAST = {"type": "benchmark", "warmup": 1, "runs": 5, "rounds": 1}
     ([{"type": "export.onnx"}, {"type": "prune", "method": "magnitude", "sparsity": 0.5}, FAST],
      ["stage 2 (prune) takes a torch model", "`input: source`", "put it before any export"]),
     ([{"type": "export.onnx"}, {**FAST, "artifacts": ["00-source"]}],
-     ["benchmark.artifacts: '00-source' is not an ONNX or TFLite artifact"]),
+     ["benchmark.artifacts: '00-source' is not a deployable artifact"]),
 ])
 def test_stages_that_cannot_connect_are_refused_before_any_work(project, stages, expected):
     data = pipeline_dict(stages=stages)

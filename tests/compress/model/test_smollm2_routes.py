@@ -137,8 +137,8 @@ def test_a_probe_quantizes_a_layer_as_the_builder_does(smollm2, int4_mix, tmp_pa
 
 def test_tokens_per_second_are_measured_in_a_fresh_process(int4_mix):
     from runtimes.lm.genai import folder_bytes
-    from runtimes.lm.bench import measure_in_processes
-    speed, = measure_in_processes([int4_mix], prompt_tokens=32, new_tokens=8, rounds=1)
+    from runtimes.lm.bench import Workload, measure_in_processes
+    speed, = measure_in_processes([int4_mix], Workload(32, 8), rounds=1)
     assert speed["decode_tokens"] == 7 and speed["prompt_tokens"] == 32
     assert speed["decode_tok_s"] > 0 and speed["prefill_tok_s"] > 0 and speed["load_s"] > 0
     assert speed["rss_base_mb"] < speed["rss_loaded_mb"] <= speed["peak_rss_mb"]
@@ -158,7 +158,7 @@ def test_llama_cpp_runs_the_same_float_weights_and_makes_its_own_types(smollm2, 
     from compress.data.text import python_docs_text
     from compress.model.causal_lm import token_ids
     from compress.quant.lm.gguf_route import GGUFRoute
-    from runtimes.lm.bench import measure_in_processes
+    from runtimes.lm.bench import Workload, measure_in_processes
     from runtimes.lm.genai import GenaiModel
     from runtimes.lm.llamacpp import LlamaCppModel
     from runtimes.lm.quality import Reference
@@ -184,8 +184,7 @@ def test_llama_cpp_runs_the_same_float_weights_and_makes_its_own_types(smollm2, 
     weights = {name for name, _ in route.tensors()}
     assert kinds.pop("blk.3.ffn_down.weight") == "Q8_0" and len(weights) == 211
     assert {kinds[name] for name in weights if name in kinds} == {"Q4_0"}
-    speed, = measure_in_processes([q8], prompt_tokens=32, new_tokens=8, rounds=1,
-                                  prompt=ids[:32])
+    speed, = measure_in_processes([q8], Workload(32, 8, prompt=ids[:32]), rounds=1)
     assert speed["engine"] == "llama.cpp" and speed["weights_bytes"] == q8.stat().st_size
     assert speed["decode_tokens"] == 7 and speed["decode_tok_s"] > 0
     assert not list(tmp_path.glob("*.partial"))

@@ -1,0 +1,155 @@
+"""The benchmark of a causal language model's variants: quality once per variant on this
+machine (perplexity, mean KL and top-1 agreement against the float export's logits on
+the evaluation ids, greedy agreement on the prompts: numbers that do not depend on where
+they run), and speed per target (`python -m runtimes lm-bench`, each run a fresh
+process, the variants in turn within a round) at the target's prompt length and threads.
+
+A record has the keys of a tensor model's (report.json's `benchmarks`), its latency the
+time of one decode step (one generated token), and a `language_model` part: decode and
+prefill tokens/s, time to first token, load time, the memory apart (the runtime's base,
+the loaded model), the weights and the KV cache at the profile's context length."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from compress.errors import ModelError, StageError
+
+GREEDY_TOKENS = 16   # generated on each prompt by the float model and each variant
+
+
+def _baseline(jobs) -> object:
+    found = next((job.artifact for job in jobs if job.is_baseline), None)
+    if found is None:
+        raise ModelError("a language model's benchmark compares with the float export: put "
+                         "an export.genai stage in the pipeline")
+    return found
+
+
+def _greedy_agreement(model, reference, prompts) -> float | None:
+    """The share of the reference's greedy tokens a variant repeats before it first
+    departs from them, over the prompts (1.0: identical generations)."""
+    if not prompts:
+        return None
+    agreed = total = 0
+    for prompt, expected in zip(prompts, reference):
+        got = model.greedy(list(prompt), len(expected))
+        same = next((i for i, (a, b) in enumerate(zip(got, expected)) if a != b),
+                    min(len(got), len(expected)))
+        agreed, total = agreed + same, total + len(expected)
+    return agreed / total if total else None
+
+
+def quality_of(jobs, ctx) -> dict[str, dict]:
+    """{artifact id: its quality} against the baseline, each variant scored once."""
+    from runtimes.lm.genai import GenaiModel
+    from runtimes.lm.quality import Reference
+    text, baseline = ctx.lm_text(), _baseline(jobs)
+    float_model = GenaiModel(ctx.path(baseline), 2)
+    reference = Reference(float_model.logits, list(text.evaluation), text.window)
+    expected = [float_model.greedy(list(p), GREEDY_TOKENS) for p in text.prompts]
+    found = {}
+    for job in jobs:
+        artifact = job.artifact
+        if artifact.id in found:
+            continue
+        model = GenaiModel(ctx.path(artifact), 2)
+        quality = reference.score(model.logits).as_dict()
+        quality["greedy_agreement"] = _greedy_agreement(model, expected, text.prompts)
+        found[artifact.id] = quality
+        ctx.progress.note(f"{artifact.id}: perplexity {quality['perplexity']:.3f} "
+                          f"({quality['perplexity_increase']:+.2%}), KL {quality['kl_mean']:.4f}")
+    return found
+
+
+def _metric(quality: dict) -> dict:
+    """The record's metric: perplexity, its relative increase as the drop."""
+    return {"name": "perplexity", "value": quality["perplexity"],
+            "baseline": quality["reference_perplexity"],
+            "baseline_model": "the float export (export.genai)", "higher_is_better": False,
+            "drop": quality["perplexity_increase"], "kl_mean": quality["kl_mean"],
+            "top1_agreement": quality["top1_agreement"],
+            "greedy_agreement": quality["greedy_agreement"], "tokens": quality["tokens"]}
+
+
+def record(job, speed: dict, quality: dict, settings: dict) -> dict:
+    """The report's row for one variant on one target."""
+    from runtimes.lm.formats import format_of
+    from runtimes.measure import summarize_latencies
+    path, context = Path(settings["path"]), settings["context_tokens"]
+    steps = [ms for run in speed["runs"] for ms in run["step_ms"]]
+    kv_bytes = format_of(path).kv_cache_bytes(path, context)
+    return {
+        "artifact": job.artifact.id, "format": job.artifact.format, "target": job.target,
+        "baseline": job.is_baseline, "comparison": False, "engine": speed["engine"],
+        "engine_choice": None, "runtime": settings["runtime"],
+        "measured_on": speed["measured_on"], "latency_ms": summarize_latencies(steps),
+        "throughput_per_s": speed["decode_tok_s"], "runs": len(steps), "batch_size": 1,
+        "peak_memory_mb": max(run["peak_rss_mb"] for run in speed["runs"]),
+        "idle_memory_mb": speed["rss_base_mb"],
+        "model_memory_mb": speed["rss_loaded_mb"] - speed["rss_base_mb"],
+        "size_bytes": speed["weights_bytes"], "energy_mj": None,
+        "energy_note": "no power meter is read for language models yet",
+        "runner_wall_s": None, "load_ms": speed["load_s"] * 1000,
+        "first_run_ms": speed["ttft_s"] * 1000, "power": None, "conditions": None,
+        "placement": None, "metric": _metric(quality), "torch_loaded": speed["torch_loaded"],
+        "remote": None, "emulated": speed["measured_on"].get("emulated"),
+        "language_model": {
+            "decode_tok_s": speed["decode_tok_s"], "prefill_tok_s": speed["prefill_tok_s"],
+            "ttft_ms": speed["ttft_s"] * 1000, "load_s": speed["load_s"],
+            "prompt_tokens": speed["prompt_tokens"], "new_tokens": settings["new_tokens"],
+            "threads": speed["threads"], "rounds": len(speed["runs"]),
+            "spread": speed["spread"], "noisy": speed["noisy"],
+            "weights_bytes": speed["weights_bytes"], "context_tokens": context,
+            "kv_cache_bytes": kv_bytes,
+            "weights_and_kv_cache_mb": (speed["weights_bytes"] + kv_bytes) / 2**20,
+            "generated_ids": speed["generated_ids"]}}
+
+
+def _lm_settings(profile) -> tuple[int, int]:
+    section = getattr(profile, "language_model", None)
+    return (getattr(section, "prompt_tokens", 128), getattr(section, "context_tokens", 2048))
+
+
+def _speeds(jobs, config, ctx, target: str) -> list[dict]:
+    """Every job of `target` timed in fresh processes, in turn within each round."""
+    from runtimes.lm.bench import Workload, measure_in_processes
+    profile = dict(ctx.targets)[target]
+    prompt_tokens, _ = _lm_settings(profile)
+    prompt = list(ctx.lm_text().evaluation[:prompt_tokens])
+    label = f"tokens/s on {target} ({jobs[0].threads} threads, {config.rounds} rounds)"
+    with ctx.progress.task(label, len(jobs) * config.rounds) as advance:
+        try:
+            return measure_in_processes(
+                [ctx.path(job.artifact) for job in jobs],
+                Workload(prompt_tokens, config.new_tokens, jobs[0].threads, prompt),
+                config.rounds, lambda done, total: advance(completed=done))
+        except RuntimeError as exc:
+            raise StageError(0, "benchmark", str(exc)) from None
+
+
+def measure_lm(jobs, config, ctx) -> list[dict]:
+    """The benchmark's records for a language model's jobs (see the module's docstring)."""
+    from importlib.metadata import version
+    qualities, records, timed = quality_of(jobs, ctx), [], {}
+    for target in dict.fromkeys(job.target for job in jobs):
+        mine = [job for job in jobs if job.target == target]
+        if ctx.fleets[target].remote:
+            records += [{"artifact": job.artifact.id, "target": target, "baseline":
+                         job.is_baseline, "comparison": False, "engine": job.engine,
+                         "unmeasured": "language models are measured on this machine only "
+                         "for now (run `python -m runtimes lm-bench` on the device)"}
+                        for job in mine]
+            continue
+        prompt_tokens, context = _lm_settings(dict(ctx.targets)[target])
+        # targets measured by the same Python with the same settings share their runs
+        key = (ctx.fleets[target].places[0].label, mine[0].threads, prompt_tokens,
+               tuple(job.artifact.id for job in mine))
+        if key not in timed:
+            timed[key] = _speeds(mine, config, ctx, target)
+        for job, speed in zip(mine, timed[key]):
+            settings = {"path": ctx.path(job.artifact), "context_tokens": context,
+                        "new_tokens": config.new_tokens,
+                        "runtime": {"engine": job.engine, "threads": job.threads,
+                                    "version": version("onnxruntime-genai")}}
+            records.append(record(job, speed, qualities[job.artifact.id], settings))
+    return records

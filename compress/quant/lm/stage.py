@@ -1,0 +1,87 @@
+"""The quantize stage's lm-weight-only scheme: onnxruntime-genai's builder makes the file
+from the model as given (its float Hugging Face folder), at one width, or at the mix of
+widths measured on the text (mix.py): each unit's cost at 4 bits on the calibration
+ids, the smallest set kept at 8 bits that meets the budget on the evaluation ids."""
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from compress.core.artifacts import Output
+from compress.errors import ModelError
+
+BUDGET_ON = {"kl": "kl_mean", "perplexity": "perplexity_increase"}   # mix.MEASURES
+
+
+def _extra_options(config) -> dict:
+    """The builder's own options for the scheme's settings (its defaults left out)."""
+    options = {"block_size": config.block_size, "is_symmetric": config.symmetric}
+    if config.method != "default":
+        options["algo_config"] = config.method
+    return options
+
+
+def _route(artifact, ctx):
+    from compress.quant.lm.genai_route import GenaiRoute
+    if artifact.precision != "fp32" or artifact.format != "genai":
+        raise ModelError(f"lm-weight-only builds from the float export: give it the "
+                         f"export.genai stage's artifact, not {artifact.id} "
+                         f"({artifact.format} {artifact.precision})")
+    return GenaiRoute(ctx.path(ctx.source_artifact), ctx.path(artifact), threads=2)
+
+
+def quantize_lm(artifact, config, ctx) -> list[Output]:
+    from export.genai import BuildFailed
+    route, out = _route(artifact, ctx), ctx.out_dir / "model"
+    meta = {"scheme": config.scheme, "bits": config.bits, "method": config.method,
+            "block_size": config.block_size, "symmetric": config.symmetric}
+    try:
+        if config.mix is None:
+            ctx.progress.note(f"building INT{config.bits} weight-only ({config.method}, block "
+                              f"{config.block_size}) with onnxruntime-genai's model builder")
+            route.build(f"int{config.bits}", out, extra_options=_extra_options(config))
+            precision = "int4-mixed" if config.method == "k_quant_mixed" else f"int{config.bits}"
+            return [Output(out, "genai", precision, meta)]
+        mix = _measured_mix(route, artifact, config, ctx, out)
+    except BuildFailed as exc:
+        raise ModelError(str(exc)) from None
+    return [Output(out, "genai", "int4-mixed", {**meta, "mix": mix})]
+
+
+def _measured_mix(route, artifact, config, ctx, out: Path) -> dict:
+    """Rank the units on the calibration ids, then the smallest mix within the budget."""
+    from compress.quant.lm.mix import QualityBudget, choose_mix
+    from compress.quant.lm.nbits import FloatModel, NBits
+    from compress.quant.lm.sensitivity import measure_sensitivity, rank
+    from compress.quant.lm.units import units_of
+    from runtimes.lm.genai import folder_bytes
+    text, say = ctx.lm_text(), ctx.progress.note
+    base = "k_quant" if config.method == "default" else config.method
+    started = time.perf_counter()
+    calibration = route.reference(list(text.calibration), len(text.calibration) - 1)
+    evaluation = route.reference(list(text.evaluation), text.window)
+    model = FloatModel(ctx.path(artifact))
+    units = units_of(model.matmuls(), config.mix.granularity)
+    nbits = NBits(block_size=config.block_size, symmetric=config.symmetric, method=base)
+    costs = measure_sensitivity(
+        units, lambda unit, where: model.write({n: 4 for n in unit.nodes}, nbits, where),
+        lambda f: route.score(f, calibration), "INT4", say)
+    del model
+    nodes = {u.name: u.nodes for u in units}
+
+    def build(high, folder):
+        route.build("int4", folder, tuple(n for name in high for n in nodes[name]),
+                    method=base, extra_options={"block_size": config.block_size,
+                                                "is_symmetric": config.symmetric})
+        return folder_bytes(folder)
+    budget = QualityBudget(config.mix.budget, BUDGET_ON[config.mix.on])
+    mix = choose_mix(rank(costs), build, lambda f: route.score(f, evaluation), budget, out, say)
+    if mix.chosen is None:
+        last = mix.candidates[-1].quality[budget.measure]
+        raise ModelError(f"no mix meets mix.budget {config.mix.budget:g} ({budget.measure}): "
+                         f"even every unit at 8 bits gives {last:.4g}; raise the budget")
+    record = mix.as_dict()
+    record.update(base_method=base, seconds=round(time.perf_counter() - started, 1),
+                  bits={u.name: 8 if u.name in mix.chosen.high else 4 for u in units})
+    record.pop("folder")
+    return record

@@ -1,0 +1,71 @@
+"""lm-weight-only: a causal language model's weights at 8 or 4 bits (onnxruntime's
+MatMulNBits through onnxruntime-genai's model builder), activations float; optionally
+a measured mix of widths (`mix:`), the layers that cost the most kept at 8 bits until a
+quality budget holds. Its settings and its registration."""
+from __future__ import annotations
+
+from typing import Literal, Optional
+
+from pydantic import Field, NonNegativeFloat, model_validator
+
+from compress.quant.schemes.base import FromTorch, QuantizeBase
+from compress.quant.schemes.registry import register_scheme
+from compress.stagebase import Strict
+
+
+class LMMix(Strict):
+    """The measured mix: each unit alone at 4 bits scored against the float model on the
+    calibration text, then the costliest per weight at 8 bits, as few as meet the budget
+    on the evaluation text."""
+    budget: NonNegativeFloat = Field(description="the largest quality loss allowed, in the "
+                                     "units of `on`")
+    on: Literal["kl", "perplexity"] = Field(
+        "kl", description="kl: mean KL divergence from the float model (nats per token), "
+        "steadier than perplexity, which can fall while the model drifts; perplexity: its "
+        "relative increase (0.05: +5%)")
+    granularity: Literal["layer", "matmul"] = Field(
+        "layer", description="a unit: every MatMul of a transformer layer, or each MatMul")
+
+
+class LMWeightOnly(FromTorch, QuantizeBase):
+    scheme: Literal["lm-weight-only"] = Field(
+        "lm-weight-only", description="lm-weight-only: a causal language model's weights at 8 "
+        "or 4 bits through onnxruntime-genai's builder (an export.genai artifact)")
+    bits: Literal[4, 8] = Field(4, description="the weights' width")
+    method: Literal["default", "rtn", "k_quant", "k_quant_mixed"] = Field(
+        "default", description="the builder's method: default (round to nearest, MLAS), rtn, "
+        "k_quant (a scale searched per block), k_quant_mixed (its fixed recipe: some layers "
+        "at 8 bits); with `mix:`, the base method of every width (not k_quant_mixed)")
+    block_size: Literal[16, 32, 64, 128, 256] = Field(32, description="weights per scale")
+    symmetric: bool = Field(True, description="blocks without a zero point (the builder's "
+                            "default)")
+    mix: Optional[LMMix] = Field(None, description="a measured mix of 4 and 8 bits (bits: 4)")
+
+    @model_validator(mode="after")
+    def _mix_fits(self):
+        if self.mix is not None and self.bits != 4:
+            raise ValueError("mix: chooses which layers stay at 8 bits among 4-bit ones: "
+                             "set bits: 4")
+        if self.mix is not None and self.method == "k_quant_mixed":
+            raise ValueError("mix: measures its own mix; k_quant_mixed is the builder's fixed "
+                             "one: use method default, rtn or k_quant")
+        if self.bits == 8 and self.method == "k_quant_mixed":
+            raise ValueError("k_quant_mixed mixes 4 and 8 bits: set bits: 4")
+        return self
+
+    def formats(self) -> dict[str, str]:
+        return {"genai": "genai"}
+
+    def format_hint(self, given: str) -> str:
+        return "lm-weight-only takes the export.genai stage's float model"
+
+    def for_targets(self, targets: list):
+        return self   # the export presets are for tensor models
+
+
+def _lm(artifact, config, ctx):
+    from compress.quant.lm.stage import quantize_lm
+    return quantize_lm(artifact, config, ctx)
+
+
+register_scheme(LMWeightOnly, "int4", 7, lm=_lm)(None)
