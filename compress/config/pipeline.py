@@ -119,6 +119,15 @@ class Pipeline(Strict):
                 "index": problem.index, "key": problem.key, "message": problem.message}) from None
         return self
 
+    @model_validator(mode="after")
+    def _language_model_exported(self):
+        # after the graph check: a stage given the wrong format says so first
+        if self.model.causal_lm is not None and \
+                not any(stage.type == "export.genai" for stage in self.stages):
+            raise ValueError("a causal_lm is measured against its float export: add "
+                             "`- type: export.genai` as the first stage")
+        return self
+
     def stage_names(self) -> list[str]:
         return [stage.name or f"{index:02d}-{stage.type}"
                 for index, stage in enumerate(self.stages, start=1)]

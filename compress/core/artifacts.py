@@ -62,8 +62,8 @@ def sha256_artifact(path: Path) -> str:
     h = hashlib.sha256()
     folder = Path(path).is_dir()
     for part in artifact_files(path):
-        if folder:   # a file's name is part of a folder's content
-            h.update(str(part.relative_to(path)).encode() + b"\0")
+        if folder:   # a file's name and length are part of a folder's content
+            h.update(f"{part.relative_to(path)}\0{part.stat().st_size}\0".encode())
         with open(part, "rb") as fh:
             for block in iter(lambda: fh.read(1 << 20), b""):
                 h.update(block)

@@ -26,10 +26,15 @@ def read_text(spec, base_dir: Path) -> str:
 
 
 def _from_loader(loader, base_dir: Path) -> str:
+    label = loader if isinstance(loader, str) else getattr(loader, "__name__", "loader")
     if isinstance(loader, str):
         from compress.core.imports import import_callable
         loader = import_callable(loader, base_dir, DataError, "data.text.loader")
-    made = loader()
+    try:
+        made = loader()
+    except (Exception, SystemExit) as exc:   # user code, sys.exit too: in its own words
+        raise DataError(f"data.text.loader '{label}' raised {type(exc).__name__}: {exc}") \
+            from exc
     if isinstance(made, str):
         return made
     if isinstance(made, (list, tuple)) and made and all(isinstance(t, str) for t in made):

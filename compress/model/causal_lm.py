@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from compress.errors import ModelError
+from runtimes.native_log import native_output_captured as native_output_hidden
 
 KINDS = ("hf", "gguf", "genai")
 
@@ -62,9 +63,10 @@ def dequantize_gguf(path: Path, into: Path) -> Path:
     partial = into.with_name(into.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     try:
-        tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
-        model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
-                                                     dtype=torch.float32)
+        with native_output_hidden():   # progress bars, torchao's load failures
+            tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name)
+            model = AutoModelForCausalLM.from_pretrained(str(path.parent), gguf_file=path.name,
+                                                         dtype=torch.float32)
     except (ImportError, ValueError, OSError, KeyError) as exc:
         raise ModelError(f"transformers cannot read {path} ({exc}): it needs the gguf "
                          "package and an architecture transformers knows") from exc
@@ -73,8 +75,9 @@ def dequantize_gguf(path: Path, into: Path) -> Path:
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
-    model.save_pretrained(partial)
-    tokenizer.save_pretrained(partial)
+    with native_output_hidden():
+        model.save_pretrained(partial)
+        tokenizer.save_pretrained(partial)
     shutil.rmtree(into, ignore_errors=True)
     partial.rename(into)
     return into
@@ -166,8 +169,9 @@ class TorchLM:
         import torch
         from transformers import AutoModelForCausalLM
         self._torch = torch
-        self.model = AutoModelForCausalLM.from_pretrained(str(folder),
-                                                          dtype=torch.float32).eval()
+        with native_output_hidden():
+            self.model = AutoModelForCausalLM.from_pretrained(str(folder),
+                                                              dtype=torch.float32).eval()
 
     def logits(self, ids: list[int]):
         """The next-token logits after each of `ids`: [len(ids), vocab], numpy."""

@@ -241,6 +241,11 @@ def _numbers(rec: dict, limits: dict) -> str:
     return ", ".join(parts)
 
 
+def miss_side(miss: dict) -> str:
+    """Where a missed value lies: under a minimum (decode tokens/s), over a maximum."""
+    return "under" if miss["budget"] in AT_LEAST else "over"
+
+
 def summary(rec: dict, limits: dict, shown_path: Optional[str] = None) -> str:
     """The recommendation in one sentence, with its numbers and where they come from."""
     target = rec["target"]
@@ -248,7 +253,7 @@ def summary(rec: dict, limits: dict, shown_path: Optional[str] = None) -> str:
         return f"{target}: no variant was measured on this target"
     if rec["status"] == NOTHING_FITS:
         miss = rec["closest_miss"]
-        over = "; ".join(f"{m['budget']} {m['value']:.4g} over {m['limit']:g} by "
+        over = "; ".join(f"{m['budget']} {m['value']:.4g} {miss_side(m)} {m['limit']:g} by "
                          + (f"{m['over_by_ratio']:.0%}" if m["over_by_ratio"] is not None
                             else f"{m['over_by']:.4g}") for m in miss["misses"])
         return f"{target}: nothing fits; closest: {miss['artifact']} ({over})"

@@ -85,8 +85,10 @@ def _closest_miss(miss: dict | None) -> str:
     if not miss:
         return "—"
     return f"{miss['artifact']}: " + "; ".join(
-        f"{m['budget']} {_text(m['value'])} over the limit {m['limit']:g} by "
-        f"{_text(m['over_by'])} ({m['over_by_ratio']:+.1%})" for m in miss["misses"])
+        f"{m['budget']} {_text(m['value'])} {decide.miss_side(m)} the limit {m['limit']:g} by "
+        f"{_text(m['over_by'])}"
+        + (f" ({m['over_by_ratio']:+.1%})" if m["over_by_ratio"] is not None else "")
+        for m in miss["misses"])
 
 
 def _recommendation_card(rec: dict) -> str:

@@ -62,8 +62,9 @@ def mix_details(report: dict) -> list[str]:
         if not mix:
             continue
         kept = [u for u, bits in mix["bits"].items() if bits == 8]
-        lines += [f"### {md(artifact['id'])}: measured mix ({md(mix['measure'])} at most "
-                  f"{mix['budget']:g}, {md(mix['base_method'])})", "",
+        limits = ", ".join(f"{b['measure']} at most {b['limit']:g}" for b in mix["budgets"])
+        lines += [f"### {md(artifact['id'])}: measured mix ({md(limits)}, "
+                  f"{md(mix['base_method'])})", "",
                   f"{len(kept)} of {len(mix['bits'])} units at 8 bits: "
                   f"{md(', '.join(kept)) or 'none'}; the rest at 4 bits. Found in "
                   f"{mix['seconds']:.0f} s.", "",

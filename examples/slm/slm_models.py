@@ -2,6 +2,7 @@
 download at run time), as a GGUF file that transformers dequantizes (the model as given).
 
     gguf = MODELS["gemma3-270m"].gguf(work)   # the file, or exits saying what to install
+    python examples/slm/slm_models.py smollm2-135m runs/slm-models   # the pipeline's path
 
 One row per model: its name on the command line, the package, and how its file is found.
 SmolLM2's file lies in its package; Gemma 3's comes in four part packages that the main
@@ -64,3 +65,25 @@ MODELS = {m.name: m for m in (
 def smollm2_gguf() -> Optional[Path]:
     """SmolLM2's file, or None without its package (the tests skip then)."""
     return _smollm2(Path())
+
+
+def main() -> int:
+    """`slm_models.py NAME FOLDER`: FOLDER/NAME.gguf, a link to the installed model's file,
+    which examples/slm/pipeline.yaml names (a pipeline file holds paths, not packages)."""
+    import argparse
+    parser = argparse.ArgumentParser(description=main.__doc__)
+    parser.add_argument("name", choices=sorted(MODELS))
+    parser.add_argument("folder", type=Path)
+    args = parser.parse_args()
+    found = MODELS[args.name].gguf(args.folder)
+    link = args.folder / f"{args.name}.gguf"
+    args.folder.mkdir(parents=True, exist_ok=True)
+    if link.is_symlink() or link.exists():
+        link.unlink()
+    link.symlink_to(found.resolve())
+    print(f"{link} -> {found}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

