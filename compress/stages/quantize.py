@@ -114,7 +114,8 @@ def _from_torch(artifact, config, ctx) -> list[Output]:
 def run(artifact, config, ctx) -> list[Output]:
     spec = SCHEMES[config.scheme]
     if spec.lm is not None:
-        return spec.lm(artifact, config, ctx)
+        with _quiet_quantizer_logs():
+            return spec.lm(artifact, config, ctx)
     if spec.onnx is None or config.backend != "onnxruntime":
         return _from_torch(artifact, config, ctx)
     if artifact.format == "tflite":

@@ -1063,7 +1063,7 @@ CASES = [
     Case("profile-without-device", "profiles", _profile(_delete("device")), ("device:",),
          validate=True),
     Case("profile-unknown-key", "profiles", _profile(_set("budgets", {})),
-         ("my-board.yaml:20: budgets:",), validate=True),
+         ("my-board.yaml:22: budgets:",), validate=True),
     Case("profile-unknown-key-wording", "profiles", _profile(_set("budgets", {})),
          ("my-board.yaml:", "budgets: unknown key"), absent=("Extra inputs",), validate=True),
     Case("profile-cpu-affinity-not-on-host", "profiles",
