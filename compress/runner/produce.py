@@ -94,6 +94,9 @@ def _run_stages(ctx: RunContext) -> tuple[list[Artifact], list[str], object, dic
     source = _run_stage(ctx, "00-source", source_key, lambda: (
         [write_source(pipeline, ctx.source_model, ctx.out_dir)], "source", None, {}))[0]
     ctx.source_artifact = source
+    if source.format == "causal_lm":   # before any export: can it fit a target at all?
+        from compress.model.lm_memory import check_fits
+        check_fits(ctx.path(source), ctx.targets, ctx.progress.note)
     by_name, artifacts, consumed, by_key = {"source": source}, [source], set(), {}
     previous, benchmark_stage = source, None
     for index, (stage, name) in enumerate(zip(pipeline.stages, pipeline.stage_names()), 1):
