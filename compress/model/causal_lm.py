@@ -137,6 +137,40 @@ def write_lm_source(path: Path, into: Path) -> dict:
     return {"kind": kind, "given": path.name, "dequantized_from": None}
 
 
+def model_and_tokenizer(value) -> tuple:
+    """A transformers model given from Python, and its tokenizer: the pair's, or the one
+    saved where the model was loaded from."""
+    model, tokenizer = value if isinstance(value, tuple) else (value, None)
+    if tokenizer is None:
+        from transformers import AutoTokenizer
+        where = getattr(model, "name_or_path", "") or ""
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(where)
+        except (OSError, ValueError) as exc:
+            raise ModelError(f"model.causal_lm: no tokenizer where the model was loaded from "
+                             f"({where or 'unknown'}): give a (model, tokenizer) pair") from exc
+    return model, tokenizer
+
+
+def write_lm_object(value, into: Path) -> dict:
+    """A transformers model given from Python, saved as a Hugging Face folder at `into`."""
+    model, tokenizer = model_and_tokenizer(value)
+    with native_output_hidden():
+        model.save_pretrained(into)
+        tokenizer.save_pretrained(into)
+    return {"kind": "python", "given": type(model).__name__, "dequantized_from": None}
+
+
+def object_sha256(value) -> str:
+    """What identifies a model given from Python: its weights and its tokenizer's vocabulary."""
+    import json
+
+    from compress.core.pyobjects import digest
+    model, tokenizer = model_and_tokenizer(value)
+    vocabulary = json.dumps(tokenizer.get_vocab(), sort_keys=True).encode()
+    return hashlib.sha256(digest(model).encode() + vocabulary).hexdigest()
+
+
 def source_files(path: Path) -> list[Path]:
     """The files whose content identifies the model as given."""
     if path.is_file():

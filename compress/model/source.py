@@ -210,6 +210,9 @@ def source_digest(pipeline) -> str:
     the module's weights) plus the factory's own code."""
     model = pipeline.model
     h = hashlib.sha256(str([d.model_dump() for d in model.inputs or ()]).encode())
+    if model.causal_lm is not None and not isinstance(model.causal_lm, str):
+        from compress.model.causal_lm import object_sha256
+        return object_sha256(model.causal_lm)
     if model.causal_lm is not None:
         from compress.model.causal_lm import source_files
         path = pipeline.resolve(model.causal_lm)
@@ -248,10 +251,11 @@ def write_source(pipeline, model, out_dir: Path) -> Output:
     ONNX model is written as one file, its external data inlined."""
     spec = pipeline.model
     if spec.causal_lm is not None:
-        from compress.model.causal_lm import write_lm_source
+        from compress.model.causal_lm import write_lm_object, write_lm_source
         target = out_dir / "model"
-        return Output(target, "causal_lm", "fp32",
-                      write_lm_source(pipeline.resolve(spec.causal_lm), target))
+        meta = (write_lm_source(pipeline.resolve(spec.causal_lm), target)
+                if isinstance(spec.causal_lm, str) else write_lm_object(spec.causal_lm, target))
+        return Output(target, "causal_lm", "fp32", meta)
     if spec.onnx is not None:
         from compress.model.onnx_compat import copy_onnx, opset_of, save_onnx
         target = out_dir / "model.onnx"

@@ -77,6 +77,18 @@ def _onnx_object(value):
     return value
 
 
+def _language_model_object(value) -> None:
+    """A transformers model (its tokenizer found where it was loaded from) or a (model,
+    tokenizer) pair, given from Python."""
+    model, tokenizer = value if isinstance(value, tuple) and len(value) == 2 else (value, None)
+    if not (is_torch_module(model) and hasattr(model, "save_pretrained")):
+        raise ValueError(f"model.causal_lm from Python must be a transformers model or a "
+                         f"(model, tokenizer) pair, got {type(value).__name__}")
+    if tokenizer is not None and not hasattr(tokenizer, "save_pretrained"):
+        raise ValueError("model.causal_lm: the pair's second item must be a transformers "
+                         f"tokenizer, got {type(tokenizer).__name__}")
+
+
 class ModelSpec(WithObjects):
     torch: Optional[TorchSource] = Field(None, description="a torch model: its factory (and "
                                          "checkpoint)")
@@ -86,11 +98,11 @@ class ModelSpec(WithObjects):
     tflite: Optional[str] = Field(
         None, description="path of a .tflite model: benchmarked as it is, and a float one can "
         "be quantized (stage quantize) with ai-edge-quantizer")
-    causal_lm: Optional[str] = Field(
+    causal_lm: Optional[Union[str, SkipJsonSchema[PyObject]]] = Field(
         None, description="a causal language model: a Hugging Face folder (config.json, "
-        "weights, tokenizer), a .gguf file (dequantized to float through transformers, "
-        "recorded as such) or an onnxruntime-genai folder (genai_config.json); its data are "
-        "text (data.text)")
+        "weights, tokenizer) or a .gguf file (dequantized to float through transformers, "
+        "recorded as such); from Python also a transformers model, or a (model, tokenizer) "
+        "pair; its data are text (data.text)")
     inputs: Optional[tuple[TensorDecl, ...]] = Field(
         None, min_length=1, description="the model's inputs, in order; required for a torch "
         "model; for ONNX and TFLite read from the file when omitted (then only dynamic "
@@ -105,6 +117,8 @@ class ModelSpec(WithObjects):
         if sum(source is not None for source in sources_of(self)) != 1:
             raise ValueError("give exactly one model source: `torch: {factory: ...}`, "
                              "`onnx: PATH`, `tflite: PATH` or `causal_lm: PATH`")
+        if self.causal_lm is not None and not isinstance(self.causal_lm, str):
+            _language_model_object(self.causal_lm)
         if self.causal_lm is not None and (self.inputs or self.dynamic_batch):
             raise ValueError("a causal_lm takes token ids made from data.text: leave out "
                              "inputs and dynamic_batch")

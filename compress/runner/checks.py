@@ -216,8 +216,12 @@ def _check_language_model(ctx) -> None:
     """A causal LM before any work: a model the pipeline starts from, text it can read."""
     from compress.data.text import read_text
     from compress.model.causal_lm import check_pipeline_source
-    pipeline = ctx.pipeline
-    check_pipeline_source(pipeline.resolve(pipeline.model.causal_lm))
+    pipeline, given = ctx.pipeline, ctx.pipeline.model.causal_lm
+    if isinstance(given, str):
+        check_pipeline_source(pipeline.resolve(given))
+    else:   # an object from Python: its tokenizer is found now, not after the source stage
+        from compress.model.causal_lm import model_and_tokenizer
+        model_and_tokenizer(given)
     read_text(pipeline.data.text, pipeline.base_dir)
 
 

@@ -88,3 +88,29 @@ def test_a_second_run_reuses_every_stage(first_run):
     assert [a.sha256 for a in again.artifacts] == [a.sha256 for a in result.artifacts]
     stage_json = json.loads((again.run_dir / "02-int8" / "stage.json").read_text())
     assert stage_json["artifacts"][0]["format"] == "genai"
+
+
+def test_a_transformers_model_given_from_python_goes_through_the_same_stages(first_run,
+                                                                           tmp_path):
+    """A small Llama made here (random weights, SmolLM2's tokenizer) as a (model,
+    tokenizer) pair: saved as the source, exported at parity with torch, quantized."""
+    import torch
+    from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
+
+    import compress
+    _, result = first_run
+    tokenizer = AutoTokenizer.from_pretrained(str(result.run_dir / "00-source" / "model"))
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(LlamaConfig(
+        vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+        num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
+        max_position_embeddings=1024, tie_word_embeddings=True)).eval()
+    pipeline = {**_pipeline(tmp_path), "name": "tiny", "targets": ["host-cpu"],
+                "model": {"causal_lm": (model, tokenizer)}}
+    pipeline["stages"] = [pipeline["stages"][0], pipeline["stages"][1],
+                          {"type": "benchmark", "rounds": 1, "new_tokens": 4}]
+    tiny = compress.run(pipeline, quiet=True)
+    source, exported = tiny.artifacts[0], tiny.artifacts[1]
+    assert source.meta["kind"] == "python" and source.meta["given"] == "LlamaForCausalLM"
+    assert abs(exported.meta["parity"]["perplexity_increase"]) < 1e-3
+    assert {b["artifact"] for b in tiny.benchmarks} == {"float", "int8"}
