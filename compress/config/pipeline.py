@@ -123,9 +123,9 @@ class Pipeline(Strict):
     def _language_model_exported(self):
         # after the graph check: a stage given the wrong format says so first
         if self.model.causal_lm is not None and \
-                not any(stage.type == "export.genai" for stage in self.stages):
+                not any(stage.type in ("export.genai", "export.gguf") for stage in self.stages):
             raise ValueError("a causal_lm is measured against its float export: add "
-                             "`- type: export.genai` as the first stage")
+                             "`- type: export.genai` (or export.gguf) as the first stage")
         return self
 
     def stage_names(self) -> list[str]:

@@ -9,8 +9,8 @@ from compress.stagebase import STAGES
 FORMAT_NAMES = {"torch": "a torch model", "onnx": "an ONNX model", "tflite": "a TFLite model",
                 "openvino": "an OpenVINO IR model",
                 "causal_lm": "a causal language model (Hugging Face weights)",
-                "genai": "an onnxruntime-genai model folder"}
-DEPLOYABLE = ("onnx", "tflite", "openvino", "genai")   # what the benchmark measures
+                "genai": "an onnxruntime-genai model folder", "gguf": "a GGUF file (llama.cpp)"}
+DEPLOYABLE = ("onnx", "tflite", "openvino", "genai", "gguf")   # what the benchmark measures
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ _PIP_NAMES = {
     "onnxruntime_genai": "edge-compress[llm]",             # causal language models
     "transformers": "edge-compress[llm]",
     "gguf": "edge-compress[llm]",
+    "llama_cpp": "edge-compress[llamacpp]",                # compiles llama.cpp: make llama-cpp
 }
 
 

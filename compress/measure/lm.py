@@ -17,12 +17,22 @@ from compress.errors import ModelError, StageError
 GREEDY_TOKENS = 16   # generated on each prompt by the float model and each variant
 
 
-def _baseline(jobs) -> object:
-    found = next((job.artifact for job in jobs if job.is_baseline), None)
-    if found is None:
+def _baselines(jobs) -> dict[str, object]:
+    """{format: its float export}: each variant is scored against its own format's."""
+    found = {job.artifact.format: job.artifact for job in jobs if job.is_baseline}
+    missing = {job.artifact.format for job in jobs} - set(found)
+    if missing:
         raise ModelError("a language model's benchmark compares with the float export: put "
-                         "an export.genai stage in the pipeline")
+                         "an export.genai (or export.gguf) stage in the pipeline")
     return found
+
+
+def _open(ctx, artifact, text):
+    """The artifact's model, with room for a scored window and a prompt's generation."""
+    from runtimes.lm.formats import format_of
+    path = ctx.path(artifact)
+    room = max([text.window + 1, *(len(p) + GREEDY_TOKENS for p in text.prompts)])
+    return format_of(path).open(path, 2, all_logits=True, context=room + 1)
 
 
 def _greedy_agreement(model, reference, prompts) -> float | None:
@@ -40,21 +50,20 @@ def _greedy_agreement(model, reference, prompts) -> float | None:
 
 
 def quality_of(jobs, ctx) -> dict[str, dict]:
-    """{artifact id: its quality} against the baseline, each variant scored once."""
-    from runtimes.lm.genai import GenaiModel
+    """{artifact id: its quality} against its format's float export, each scored once."""
     from runtimes.lm.quality import Reference
-    text, baseline = ctx.lm_text(), _baseline(jobs)
-    float_model = GenaiModel(ctx.path(baseline), 2)
-    reference = Reference(float_model.logits, list(text.evaluation), text.window)
-    expected = [float_model.greedy(list(p), GREEDY_TOKENS) for p in text.prompts]
-    found = {}
-    for job in jobs:
-        artifact = job.artifact
-        if artifact.id in found:
-            continue
-        model = GenaiModel(ctx.path(artifact), 2)
+    text, found, references = ctx.lm_text(), {}, {}
+    for fmt, baseline in _baselines(jobs).items():
+        model = _open(ctx, baseline, text)
+        references[fmt] = (Reference(model.logits, list(text.evaluation), text.window),
+                           [model.greedy(list(p), GREEDY_TOKENS) for p in text.prompts],
+                           f"{baseline.id}, the float export ({fmt})")
+    for artifact in {job.artifact.id: job.artifact for job in jobs}.values():
+        reference, expected, label = references[artifact.format]
+        model = _open(ctx, artifact, text)
         quality = reference.score(model.logits).as_dict()
-        quality["greedy_agreement"] = _greedy_agreement(model, expected, text.prompts)
+        quality.update(greedy_agreement=_greedy_agreement(model, expected, text.prompts),
+                       baseline_model=label)
         found[artifact.id] = quality
         ctx.progress.note(f"{artifact.id}: perplexity {quality['perplexity']:.3f} "
                           f"({quality['perplexity_increase']:+.2%}), KL {quality['kl_mean']:.4f}")
@@ -65,7 +74,7 @@ def _metric(quality: dict) -> dict:
     """The record's metric: perplexity, its relative increase as the drop."""
     return {"name": "perplexity", "value": quality["perplexity"],
             "baseline": quality["reference_perplexity"],
-            "baseline_model": "the float export (export.genai)", "higher_is_better": False,
+            "baseline_model": quality["baseline_model"], "higher_is_better": False,
             "drop": quality["perplexity_increase"], "kl_mean": quality["kl_mean"],
             "top1_agreement": quality["top1_agreement"],
             "greedy_agreement": quality["greedy_agreement"], "tokens": quality["tokens"]}
@@ -127,9 +136,16 @@ def _speeds(jobs, config, ctx, target: str) -> list[dict]:
             raise StageError(0, "benchmark", str(exc)) from None
 
 
+def _version(engine: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        return version({"llama.cpp": "llama-cpp-python"}.get(engine, engine))
+    except PackageNotFoundError:
+        return None
+
+
 def measure_lm(jobs, config, ctx) -> list[dict]:
     """The benchmark's records for a language model's jobs (see the module's docstring)."""
-    from importlib.metadata import version
     qualities, records, timed = quality_of(jobs, ctx), [], {}
     for target in dict.fromkeys(job.target for job in jobs):
         mine = [job for job in jobs if job.target == target]
@@ -150,6 +166,6 @@ def measure_lm(jobs, config, ctx) -> list[dict]:
             settings = {"path": ctx.path(job.artifact), "context_tokens": context,
                         "new_tokens": config.new_tokens,
                         "runtime": {"engine": job.engine, "threads": job.threads,
-                                    "version": version("onnxruntime-genai")}}
+                                    "version": _version(job.engine)}}
             records.append(record(job, speed, qualities[job.artifact.id], settings))
     return records

@@ -16,16 +16,17 @@ def _run_tflite(path, feed: dict, nhwc: bool, what: str) -> None:
                          f"{' '.join(str(exc).split())[:400]}") from None
 
 
-def _run_genai(path, what: str) -> None:
-    """An onnxruntime-genai folder loads and gives finite logits for a few ids."""
+def _run_language_model(path, what: str) -> None:
+    """A language model's folder or file loads and gives finite logits for a few ids."""
     import numpy as np
 
     from runtimes.errors import RuntimeInputError
-    from runtimes.lm.genai import GenaiModel
+    from runtimes.lm.formats import format_of
+    form = format_of(path)
     try:
-        logits = GenaiModel(path, 1).logits([1, 2, 3, 4])
+        logits = form.open(path, 1, all_logits=True, context=16).logits([1, 2, 3, 4])
     except (RuntimeInputError, RuntimeError, ValueError) as exc:
-        raise ModelError(f"{what} made a model onnxruntime-genai cannot run: "
+        raise ModelError(f"{what} made a model {form.engine} cannot run: "
                          f"{' '.join(str(exc).split())[:400]}") from None
     if not np.isfinite(logits).all():
         raise ModelError(f"{what} made a model whose logits hold NaN or infinity")
@@ -35,8 +36,8 @@ def verify_outputs(outputs, ctx, what: str) -> None:
     """Load and run the first feed through each ONNX or TFLite output of a stage, and a
     few token ids through a language model's."""
     for output in outputs:
-        if output.format == "genai":
-            _run_genai(output.path, what)
+        if output.format in ("genai", "gguf"):
+            _run_language_model(output.path, what)
     tensors = [output for output in outputs if output.format in ("onnx", "tflite")]
     feed = ctx.sample_feeds(1)[0][0] if tensors else None
     for output in tensors:

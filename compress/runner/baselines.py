@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from compress.stagebase import STAGES
 
-EXPORT_STAGE = {"onnx": "export.onnx", "tflite": "export.tflite", "genai": "export.genai"}
+EXPORT_STAGE = {"onnx": "export.onnx", "tflite": "export.tflite", "genai": "export.genai",
+                "gguf": "export.gguf"}
 # the source format each export stage takes (an ONNX model is not converted to TFLite)
-EXPORTED_FROM = {"onnx": "torch", "tflite": "torch", "genai": "causal_lm"}
+EXPORTED_FROM = {"onnx": "torch", "tflite": "torch", "genai": "causal_lm", "gguf": "causal_lm"}
 
 
 def baseline_config(pipeline, fmt: str):

@@ -68,9 +68,12 @@ def _native_stderr():
 
 
 class GGUFRoute:
-    def __init__(self, source: Path, work: Path, threads: int = 2):
+    def __init__(self, source: Path, work: Path, threads: int = 2,
+                 float_path: Path | None = None):
+        """`float_path`: the float32 GGUF where one was made already (else written into
+        `work` from `source` when first needed)."""
         self.source, self.work, self.threads = Path(source), Path(work), threads
-        self._float: Path | None = None
+        self._float: Path | None = Path(float_path) if float_path else None
 
     def float_file(self) -> Path:
         """The float32 GGUF every type is made from (written once into `work`)."""

@@ -285,3 +285,18 @@ def test_a_mix_needs_a_limit_and_takes_the_tightest_of_the_targets():
     assert filled.mix.limits() == {"kl_mean": 0.1, "perplexity_increase": 0.05}
     with pytest.raises(ValueError, match="language_model.kl_mean"):
         stage.for_targets([("rpi4", load_profile("rpi4"))])
+
+
+def test_the_gguf_route_connects_export_gguf_to_llama_cpps_types():
+    from compress.config.stage_graph import check_graph
+    data = lm_dict(stages=[{"type": "export.gguf", "name": "f32"},
+                           {"type": "quantize", "scheme": "gguf", "gguf_type": "Q4_K_M"},
+                           BENCH])
+    formats = check_graph(parse_pipeline(data))
+    assert formats["f32"] == "gguf" and formats["02-quantize"] == "gguf"
+    wrong = lm_dict(stages=[{"type": "export.genai"}, {"type": "quantize", "scheme": "gguf"},
+                            BENCH])
+    assert "export.gguf" in refused(wrong)
+    assert "gguf_type" in refused(lm_dict(stages=[
+        {"type": "export.gguf"}, {"type": "quantize", "scheme": "gguf", "gguf_type": "Q4 K"},
+        BENCH]))

@@ -136,7 +136,8 @@ def speed(decode: float, noisy: tuple = ()) -> dict:
 def quality(drop: float, greedy) -> dict:
     return {"perplexity": 12.0 * (1 + drop), "reference_perplexity": 12.0,
             "perplexity_increase": drop, "kl_mean": 0.0123, "top1_agreement": 0.93,
-            "greedy_agreement": greedy, "tokens": 256}
+            "greedy_agreement": greedy, "tokens": 256,
+            "baseline_model": "float, the float export (genai)"}
 
 
 def row(folder: Path, artifact: str, decode: float, baseline=False, noisy=(), greedy=0.75):
