@@ -61,19 +61,21 @@ def mix_details(report: dict) -> list[str]:
         mix = (artifact.get("meta") or {}).get("mix")
         if not mix:
             continue
-        kept = [u for u, bits in mix["bits"].items() if bits == 8]
+        kept = [u for u, width in mix["bits"].items() if width == mix["high"]]
         limits = ", ".join(f"{b['measure']} at most {b['limit']:g}" for b in mix["budgets"])
         lines += [f"### {md(artifact['id'])}: measured mix ({md(limits)}, "
-                  f"{md(mix['base_method'])})", "",
-                  f"{len(kept)} of {len(mix['bits'])} units at 8 bits: "
-                  f"{md(', '.join(kept)) or 'none'}; the rest at 4 bits. Found in "
+                  f"{md(mix.get('base_method') or mix['low'])})", "",
+                  f"{len(kept)} of {len(mix['bits'])} units at {md(mix['high'])}: "
+                  f"{md(', '.join(kept)) or 'none'}; the rest at {md(mix['low'])}. Found in "
                   f"{mix['seconds']:.0f} s.", "",
-                  "| unit | parameters | KL alone at 4 bits | perplexity alone | bits |",
+                  f"| unit | parameters | KL alone at {md(mix['low'])} | perplexity alone | "
+                  "width |",
                   "|---|---:|---:|---:|---:|"]
         lines += [f"| {md(c['unit'])} | {c['parameters']:,} | {c['kl_mean']:.4f} | "
                   f"{c['perplexity_increase']:+.2%} | {mix['bits'][c['unit']]} |"
                   for c in mix["ranking"]]
-        lines += ["", "Files judged (units at 8 bits, size, quality on the evaluation ids): "
+        lines += ["", f"Files judged (units at {md(mix['high'])}, size, quality on the "
+                  "evaluation ids): "
                   + "; ".join(f"{len(c['high'])}: {c['bytes'] / 2**20:.1f} MiB, KL "
                               f"{c['quality']['kl_mean']:.4f}, perplexity "
                               f"{c['quality']['perplexity_increase']:+.2%}"

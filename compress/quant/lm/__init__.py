@@ -9,4 +9,6 @@ files for llama.cpp (its own types).
     genai_route.py  onnxruntime-genai's builder makes each file, onnxruntime-genai runs it
     gguf_route.py   llama.cpp's quantizer makes each GGUF type, llama.cpp runs it
     stage.py        the quantize stage's lm-weight-only scheme: one width, or the measured mix
+    measured.py     the measured mix as a stage runs it, for any route: what is recorded
+    gguf_stage.py   the quantize stage's gguf scheme: llama.cpp's type, or a measured mix of two
 """

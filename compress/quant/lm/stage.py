@@ -5,7 +5,6 @@ ids, the smallest set kept at 8 bits that meets the budget on the evaluation ids
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 
 from compress.core.artifacts import Output
@@ -48,24 +47,15 @@ def quantize_lm(artifact, config, ctx) -> list[Output]:
 
 
 def _measured_mix(route, artifact, config, ctx, out: Path) -> dict:
-    """Rank the units on the calibration ids, then the smallest mix within the budget."""
-    from compress.quant.lm.mix import QualityBudget, choose_mix
+    """The builder's mix of INT4 and INT8 whose units measure.py chooses."""
+    from compress.quant.lm.measured import MixPlan, measured_mix
     from compress.quant.lm.nbits import FloatModel, NBits
-    from compress.quant.lm.sensitivity import measure_sensitivity, rank
     from compress.quant.lm.units import units_of
     from runtimes.lm.genai import folder_bytes
-    text, say = ctx.lm_text(), ctx.progress.note
     base = "k_quant" if config.method == "default" else config.method
-    started = time.perf_counter()
-    calibration = route.reference(list(text.calibration), len(text.calibration) - 1)
-    evaluation = route.reference(list(text.evaluation), text.window)
     model = FloatModel(_private_copy(ctx.path(artifact), ctx.out_dir / "float"))
     units = units_of(model.matmuls(), config.mix.granularity)
     nbits = NBits(block_size=config.block_size, symmetric=config.symmetric, method=base)
-    costs = measure_sensitivity(
-        units, lambda unit, where: model.write({n: 4 for n in unit.nodes}, nbits, where),
-        lambda f: route.score(f, calibration), "INT4", say)
-    del model
     nodes = {u.name: u.nodes for u in units}
 
     def build(high, folder):
@@ -73,21 +63,13 @@ def _measured_mix(route, artifact, config, ctx, out: Path) -> dict:
                     method=base, extra_options={"block_size": config.block_size,
                                                 "is_symmetric": config.symmetric})
         return folder_bytes(folder)
-    budgets = tuple(QualityBudget(limit, measure)
-                    for measure, limit in config.mix.limits().items())
-    mix = choose_mix(rank(costs), build, lambda f: route.score(f, evaluation), budgets, out, say)
-    if mix.chosen is None:
-        last = mix.candidates[-1].quality
-        raise ModelError("no mix meets " + ", ".join(
-            f"{b.measure} at most {b.limit:g}" for b in budgets) + ": even every unit at 8 "
-            "bits gives " + ", ".join(f"{b.measure} {last[b.measure]:.4g}" for b in budgets)
-            + "; raise the limit")
-    record = mix.as_dict()
-    record.update(base_method=base, seconds=round(time.perf_counter() - started, 1),
-                  bits={u.name: 8 if u.name in mix.chosen.high else 4 for u in units})
-    record.pop("folder")
+    plan = MixPlan(units, lambda unit, where: model.write({n: 4 for n in unit.nodes}, nbits,
+                                                          where),
+                   build, route.reference, lambda path, ref: route.score(path, ref),
+                   ("INT4", "INT8"))
+    record = measured_mix(plan, config.mix.limits(), ctx, out)
     shutil.rmtree(ctx.out_dir / "float")
-    return record
+    return {**record, "base_method": base}
 
 
 def _private_copy(folder: Path, into: Path) -> Path:

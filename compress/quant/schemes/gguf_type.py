@@ -1,13 +1,15 @@
 """gguf: one of llama.cpp's own types (Q8_0, Q4_K_M, Q4_0 ...) made by its quantizer
 (`llama_model_quantize`, what `llama-quantize` runs) from an export.gguf float file, run
-by llama.cpp. Its settings and its registration."""
+by llama.cpp, or a measured mix of two of them (`mix:`). Its settings and its
+registration."""
 from __future__ import annotations
 
-from typing import Literal
+from typing import Literal, Optional
 
 from pydantic import Field
 
 from compress.quant.schemes.base import FromTorch, QuantizeBase
+from compress.quant.schemes.lm_weight_only import LMMix
 from compress.quant.schemes.registry import register_scheme
 
 
@@ -18,7 +20,11 @@ class GgufType(FromTorch, QuantizeBase):
     gguf_type: str = Field(
         "Q4_K_M", pattern=r"^[A-Za-z0-9_]+$", description="llama.cpp's type by its name: "
         "Q8_0, Q6_K, Q5_K_M, Q4_K_M, Q4_0 ... (every LLAMA_FTYPE_MOSTLY_* of the installed "
-        "llama.cpp; an unknown one is named with the list)")
+        "llama.cpp; an unknown one is named with the list); with `mix:`, the low type")
+    high_type: str = Field("Q8_0", pattern=r"^[A-Za-z0-9_]+$", description="with `mix:`, "
+                           "the type of the layers kept wider")
+    mix: Optional[LMMix] = Field(None, description="a measured mix of gguf_type and "
+                                 "high_type (limits: kl, perplexity, or targets)")
 
     def formats(self) -> dict[str, str]:
         return {"gguf": "gguf"}
@@ -27,27 +33,17 @@ class GgufType(FromTorch, QuantizeBase):
         return "scheme gguf takes the export.gguf stage's float file"
 
     def for_targets(self, targets: list):
-        return self   # the export presets are for tensor models
+        # the export presets are for tensor models; a mix may take the targets' limits
+        if self.mix is None or not self.mix.targets:
+            return self
+        return self.model_copy(update={"mix": self.mix.from_targets(targets)})
 
 
 def _gguf(artifact, config, ctx):
-    from compress.core.artifacts import Output
     from compress.core.lazy import require
-    from compress.errors import ModelError
-    from compress.quant.lm.gguf_route import GGUFRoute
+    from compress.quant.lm.gguf_stage import quantize_gguf
     require("llama_cpp", "quantize scheme gguf (llama.cpp's quantizer: make llama-cpp)")
-    if artifact.format != "gguf" or artifact.precision != "fp32":
-        raise ModelError(f"scheme gguf quantizes the export.gguf float file, not "
-                         f"{artifact.id} ({artifact.format} {artifact.precision})")
-    route = GGUFRoute(ctx.path(artifact), ctx.out_dir, threads=2, float_path=ctx.path(artifact))
-    out = ctx.out_dir / "model.gguf"
-    ctx.progress.note(f"making llama.cpp's {config.gguf_type.upper()} with its quantizer")
-    try:
-        route.build(config.gguf_type, out)
-    except (ValueError, RuntimeError) as exc:
-        raise ModelError(str(exc)) from None
-    return [Output(out, "gguf", config.gguf_type.upper(), {"scheme": "gguf",
-                                                           "gguf_type": config.gguf_type.upper()})]
+    return quantize_gguf(artifact, config, ctx)
 
 
 register_scheme(GgufType, "int4", 8, lm=_gguf)(None)

@@ -63,6 +63,8 @@ class LMMix(Strict):
 
 
 class LMWeightOnly(FromTorch, QuantizeBase):
+    # 6: the mix records its widths by name (INT4, INT8) and its low and high width
+    cache_version = 6
     scheme: Literal["lm-weight-only"] = Field(
         "lm-weight-only", description="lm-weight-only: a causal language model's weights at 8 "
         "or 4 bits through onnxruntime-genai's builder (an export.genai artifact)")

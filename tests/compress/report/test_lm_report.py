@@ -157,7 +157,8 @@ def measured_mix() -> dict:
               Candidate(("layers.1",), 12 * 2**20, {"kl_mean": 0.07, "perplexity_increase": 0.02})]
     mix = Mix((QualityBudget(0.1, "kl_mean"),), ranking, judged, judged[1], Path("model"))
     recorded = mix.as_dict()
-    recorded.update(base_method="k_quant", seconds=12.3, bits={"layers.0": 4, "layers.1": 8})
+    recorded.update(base_method="k_quant", seconds=12.3, low="INT4", high="INT8",
+                    bits={"layers.0": "INT4", "layers.1": "INT8"})
     recorded.pop("folder")
     return recorded
 
@@ -228,9 +229,9 @@ def test_the_mix_details_give_each_units_bits_and_cost(tmp_path):
                                        {"id": "int8", "meta": {"bits": 8}}])
     lines = mix_details(made)
     assert lines[0] == "### int4-mix: measured mix (kl\\_mean at most 0.1, k\\_quant)"
-    assert "1 of 2 units at 8 bits: layers.1; the rest at 4 bits. Found in 12 s." in lines
-    assert "| layers.1 | 1,000,000 | 0.0500 | +3.00% | 8 |" in lines
-    assert "| layers.0 | 800,000 | 0.0100 | +0.50% | 4 |" in lines
+    assert "1 of 2 units at INT8: layers.1; the rest at INT4. Found in 12 s." in lines
+    assert "| layers.1 | 1,000,000 | 0.0500 | +3.00% | INT8 |" in lines
+    assert "| layers.0 | 800,000 | 0.0100 | +0.50% | INT4 |" in lines
     judged = next(line for line in lines if line.startswith("Files judged"))
     assert "0: 10.0 MiB, KL 0.2000, perplexity +8.00%" in judged
     assert "1: 12.0 MiB, KL 0.0700, perplexity +2.00%" in judged

@@ -114,3 +114,23 @@ def test_a_transformers_model_given_from_python_goes_through_the_same_stages(fir
     assert source.meta["kind"] == "python" and source.meta["given"] == "LlamaForCausalLM"
     assert abs(exported.meta["parity"]["perplexity_increase"]) < 1e-3
     assert {b["artifact"] for b in tiny.benchmarks} == {"float", "int8"}
+
+
+def test_the_gguf_route_runs_llama_cpps_types_through_the_same_pipeline(first_run, tmp_path):
+    """export.gguf and quantize scheme gguf (needs llama-cpp-python: make llama-cpp; CI
+    does not build it, so this skips there)."""
+    pytest.importorskip("llama_cpp")
+    import compress
+    pipeline = {**_pipeline(tmp_path), "name": "gguf", "targets": ["host-cpu"]}
+    pipeline["stages"] = [
+        {"type": "export.gguf", "name": "f32", "parity_tokens": 128},
+        {"type": "quantize", "scheme": "gguf", "gguf_type": "Q8_0", "name": "q8"},
+        {"type": "quantize", "scheme": "gguf", "gguf_type": "Q4_0", "input": "f32",
+         "name": "q4"},
+        {"type": "benchmark", "rounds": 1, "new_tokens": 8}]
+    result = compress.run(pipeline, quiet=True)
+    rows = {b["artifact"]: b for b in result.benchmarks}
+    assert {b["engine"] for b in rows.values()} == {"llama.cpp"}
+    assert rows["f32"]["baseline"] and rows["q8"]["metric"]["kl_mean"] < 0.02
+    assert rows["q4"]["size_bytes"] < rows["q8"]["size_bytes"] < rows["f32"]["size_bytes"] / 3
+    assert abs(result.artifacts[1].meta["parity"]["perplexity_increase"]) < 1e-3
