@@ -4,10 +4,17 @@ the scheme's type, every other tensor at `high_type`, scored on the calibration 
 costliest per weight kept at `high_type` until every limit holds: measured.py)."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from compress.core.artifacts import Output
 from compress.errors import ModelError
+
+
+def tensor_type(file_type: str) -> str:
+    """The tensor type a pure file of llama.cpp's `file_type` holds (Q4_K_S: every tensor
+    Q4_K): a per-tensor override names tensor types, the quantizer file types."""
+    return re.sub(r"(_K)_(S|M|L)$", r"\1", file_type.upper())
 
 
 def _plan(route, config, f32: Path):
@@ -20,11 +27,12 @@ def _plan(route, config, f32: Path):
     nodes = {u.name: u.nodes for u in units}
 
     def probe(unit, where: Path) -> Path:
-        return route.build(high, where.with_suffix(".gguf"), {n: low for n in unit.nodes},
-                           pure=True)
+        return route.build(high, where.with_suffix(".gguf"),
+                           {n: tensor_type(low) for n in unit.nodes}, pure=True)
 
     def build(kept, path: Path) -> int:
-        route.build(low, path, {n: high for name in kept for n in nodes[name]}, pure=True)
+        route.build(low, path, {n: tensor_type(high) for name in kept for n in nodes[name]},
+                    pure=True)
         return path.stat().st_size
 
     def reference(ids, window):

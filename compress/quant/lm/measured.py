@@ -25,11 +25,13 @@ class MixPlan:
     widths: tuple[str, str]                    # the low and the high width, as named
 
 
-def _no_mix(budgets, last: dict, high: str) -> ModelError:
+def _no_mix(budgets, judged: list, high: str) -> ModelError:
+    """Why no mix was chosen: the candidates judged, against every limit."""
     return ModelError("no mix meets " + ", ".join(
-        f"{b.measure} at most {b.limit:g}" for b in budgets) + f": even every unit at {high} "
-        "gives " + ", ".join(f"{b.measure} {last[b.measure]:.4g}" for b in budgets)
-        + "; raise the limit")
+        f"{b.measure} at most {b.limit:g}" for b in budgets) + f" (units at {high}: "
+        + "; ".join(f"{len(c.high)}: " + ", ".join(f"{b.measure} {c.value(b.measure):.4g}"
+                                                   for b in budgets) for c in judged)
+        + "): raise a limit")
 
 
 def measured_mix(plan: MixPlan, limits: dict[str, float], ctx, out: Path) -> dict:
@@ -47,7 +49,7 @@ def measured_mix(plan: MixPlan, limits: dict[str, float], ctx, out: Path) -> dic
     mix = choose_mix(rank(costs), plan.build, lambda path: plan.score(path, evaluation),
                      budgets, out, say)
     if mix.chosen is None:
-        raise _no_mix(budgets, mix.candidates[-1].quality, high)
+        raise _no_mix(budgets, mix.candidates, high)
     record = mix.as_dict()
     record.pop("folder")
     record.update(low=low, high=high, seconds=round(time.perf_counter() - started, 1),

@@ -23,8 +23,11 @@ from typing import Callable, Optional
 from compress.quant.lm.sensitivity import UnitCost
 
 Build = Callable[[tuple, Path], int]   # (units at the high width, path) -> writes it: bytes
-# what a budget may hold a candidate's quality to (the keys of TextQuality.as_dict)
-MEASURES = ("perplexity_increase", "kl_mean")
+# what a budget may hold a candidate's quality to (the keys of TextQuality.as_dict), and
+# its size: quality grows with the units kept high, size too, so a size budget is met by
+# the fewest and a quality budget by the most
+SIZE = "megabytes"
+MEASURES = ("perplexity_increase", "kl_mean", SIZE)
 
 
 @dataclass(frozen=True)
@@ -35,7 +38,10 @@ class Candidate:
     quality: dict
 
     def meets(self, budgets: tuple["QualityBudget", ...]) -> bool:
-        return all(self.quality[b.measure] <= b.limit for b in budgets)
+        return all(self.value(b.measure) <= b.limit for b in budgets)
+
+    def value(self, measure: str) -> float:
+        return self.bytes / 2**20 if measure == SIZE else self.quality[measure]
 
 
 @dataclass(frozen=True)
@@ -93,12 +99,12 @@ def choose_mix(ranking: list[UnitCost], build: Build, score,
                      f"{quality['perplexity_increase']:+.2%}, KL {quality['kl_mean']:.4f}")
         return judged[k]
 
-    low, high = 0, len(order)
-    if not judge(low).meets(budget) and judge(high).meets(budget):
-        while high - low > 1:    # judge(low) misses, judge(high) meets
-            middle = (low + high) // 2
-            low, high = (low, middle) if judge(middle).meets(budget) else (middle, high)
-    best = low if judge(low).meets(budget) else high
+    quality = tuple(b for b in budget if b.measure != SIZE)
+    if quality:   # the fewest units high that meet the quality budgets
+        best = _first(lambda k: judge(k).meets(quality), 0, len(order))
+    else:         # only a size: the most units high that fit it (j fewer than all)
+        n = len(order)
+        best = n - _first(lambda j: judge(n - j).meets(budget), 0, n)
     if judge(best).meets(budget):
         mix.chosen = judge(best)
         _remove(out)
@@ -107,6 +113,16 @@ def choose_mix(ranking: list[UnitCost], build: Build, score,
     for k in judged:   # the chosen one is already `out`
         _remove(folder(k))
     return mix
+
+
+def _first(ok: Callable[[int], bool], low: int, high: int) -> int:
+    """The smallest k in [low, high] with ok(k), ok growing with k (high if none is)."""
+    if ok(low) or not ok(high):
+        return low if ok(low) else high
+    while high - low > 1:    # ok(low) is false, ok(high) true
+        middle = (low + high) // 2
+        low, high = (low, middle) if ok(middle) else (middle, high)
+    return high
 
 
 def _remove(path: Path) -> None:

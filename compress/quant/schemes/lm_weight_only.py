@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Literal, Optional
 
-from pydantic import Field, NonNegativeFloat, model_validator
+from pydantic import Field, NonNegativeFloat, PositiveFloat, model_validator
 
 from compress.quant.schemes.base import FromTorch, QuantizeBase
 from compress.quant.schemes.registry import register_scheme
@@ -22,9 +22,12 @@ class LMMix(Strict):
         "token): steadier than perplexity, which can fall while the model drifts")
     perplexity: Optional[NonNegativeFloat] = Field(
         None, description="relative perplexity increase at most (0.05: +5%)")
+    size_mb: Optional[PositiveFloat] = Field(
+        None, description="the weights' file at most this many MiB; alone: the most layers "
+        "kept high that fit it (the best quality at that size)")
     targets: bool = Field(
-        False, description="the limits are the tightest kl_mean and perplexity_increase of "
-        "the targets' language_model budgets")
+        False, description="the limits are the tightest kl_mean, perplexity_increase and "
+        "model_size_mb of the targets' language_model budgets")
     granularity: Literal["layer", "matmul"] = Field(
         "layer", description="a unit: every MatMul of a transformer layer, or each MatMul")
 
@@ -35,30 +38,36 @@ class LMMix(Strict):
 
     @model_validator(mode="after")
     def _some_limit(self):
-        if self.targets and (self.kl is not None or self.perplexity is not None):
-            raise ValueError("mix: give limits (kl, perplexity) or `targets: true`, not both")
-        if not self.targets and self.kl is None and self.perplexity is None:
-            raise ValueError("mix needs a limit: `kl: 0.1`, `perplexity: 0.05`, both, or "
-                             "`mix: targets` (the targets' language_model budgets)")
+        given = [v for v in (self.kl, self.perplexity, self.size_mb) if v is not None]
+        if self.targets and given:
+            raise ValueError("mix: give limits (kl, perplexity, size_mb) or `targets: true`, "
+                             "not both")
+        if not self.targets and not given:
+            raise ValueError("mix needs a limit: `kl: 0.1`, `perplexity: 0.05`, `size_mb: "
+                             "100`, several, or `mix: targets` (the targets' language_model "
+                             "budgets)")
         return self
 
     def limits(self) -> dict[str, float]:
         """{quality measure (kl_mean, perplexity_increase): its limit}."""
         return {key: value for key, value in (("kl_mean", self.kl),
-                                              ("perplexity_increase", self.perplexity))
+                                              ("perplexity_increase", self.perplexity),
+                                              ("megabytes", self.size_mb))
                 if value is not None}
 
     def from_targets(self, targets: list) -> "LMMix":
         """The limits the targets' profiles set ([(name, Profile)]), the tightest each."""
         found = {}
-        for key, setting in (("kl_mean", "kl"), ("perplexity_increase", "perplexity")):
+        for key, setting in (("kl_mean", "kl"), ("perplexity_increase", "perplexity"),
+                             ("model_size_mb", "size_mb")):
             given = [getattr(p.language_model, key) for _, p in targets
                      if getattr(p.language_model, key) is not None]
             if given:
                 found[setting] = min(given)
         if not found:
             raise ValueError("mix: targets needs a target profile with language_model."
-                             "kl_mean or perplexity_increase; give `kl:` or `perplexity:`")
+                             "kl_mean, perplexity_increase or model_size_mb; give `kl:`, "
+                             "`perplexity:` or `size_mb:`")
         return LMMix(**found, granularity=self.granularity)
 
 

@@ -282,7 +282,8 @@ def test_a_mix_needs_a_limit_and_takes_the_tightest_of_the_targets():
     stage = parse_pipeline(with_quantize(mix="targets")).stages[1]
     filled = stage.for_targets([("rpi5", load_profile("rpi5")),
                                 ("host-cpu", load_profile("host-cpu"))])
-    assert filled.mix.limits() == {"kl_mean": 0.1, "perplexity_increase": 0.05}
+    assert filled.mix.limits() == {"kl_mean": 0.1, "perplexity_increase": 0.05,
+                                   "megabytes": 512}
     with pytest.raises(ValueError, match="language_model.kl_mean"):
         stage.for_targets([("rpi4", load_profile("rpi4"))])
 

@@ -88,3 +88,27 @@ def test_the_output_layer_at_int8_under_the_default_method_is_refused_before_bui
     with pytest.raises(ValueError, match="use method k_quant or rtn"):
         route.build("int4", tmp_path / "out", ("/lm_head/MatMul",), method="default")
     assert not (tmp_path / "out").exists()
+
+
+def test_a_size_budget_alone_keeps_the_most_units_high_that_fit(tmp_path):
+    mix, built = _search(tmp_path, [0.4, 0.2, 0.09, 0.05, 0.04, 0.03, 0.02],
+                         budget=135 / 2**20, measure="megabytes")
+    assert mix.chosen.high == ("u0", "u1", "u2") and mix.chosen.bytes == 130
+    assert len(built) <= 5 and sorted(set(built)) == sorted(built)
+
+
+def test_quality_and_size_together_choose_nothing_when_they_cannot_both_hold(tmp_path):
+    from compress.quant.lm.mix import QualityBudget, choose_mix  # noqa: F811
+    ranking = [UnitCost(f"u{n}", 1000, 1.0, 0.1, 0.9) for n in range(4)]
+
+    def build(high, path):
+        path.write_bytes(b"x" * (100 + 10 * len(high)))
+        return 100 + 10 * len(high)
+
+    def score(path):
+        k = (path.stat().st_size - 100) // 10
+        return TextQuality(10.0, 100, {"perplexity_increase": 0.1 - 0.02 * k, "kl_mean": 0.1})
+    both = (QualityBudget(0.03, "perplexity_increase"), QualityBudget(125 / 2**20, "megabytes"))
+    assert choose_mix(ranking, build, score, both, tmp_path / "m").chosen is None
+    roomy = (both[0], QualityBudget(200 / 2**20, "megabytes"))
+    assert len(choose_mix(ranking, build, score, roomy, tmp_path / "n").chosen.high) == 4
