@@ -107,8 +107,10 @@ def _cmd_validate(args) -> int:
         count = size(axes(pipeline, targets))
         searched = (f", searching {count} combination{'s' if count > 1 else ''} of "
                     f"{', '.join(pipeline.search.space)}")
-    print(f"{args.file}: valid pipeline '{pipeline.name}' with {len(pipeline.stages)} stages "
-          f"and {len(pipeline.targets)} targets{searched}")
+    stages, targets = len(pipeline.stages), len(pipeline.targets)
+    print(f"{args.file}: valid pipeline '{pipeline.name}' with {stages} stage"
+          f"{'s' if stages != 1 else ''} and {targets} target{'s' if targets != 1 else ''}"
+          f"{searched}")
     return 0
 
 
