@@ -47,22 +47,22 @@ def _size_mb(m: dict) -> float:
     return m["size_bytes"] / 2**20
 
 
-def _prompt_mismatch(m: dict, profile: Profile) -> str:
-    """Why a time to first token is not the budget's: a prompt of another length."""
-    measured = _language_model("prompt_tokens")(m)
-    budgeted = profile.language_model.prompt_tokens
-    if measured is not None and measured != budgeted:
-        return f"measured at {measured} prompt tokens, the budget is at {budgeted}"
-    return ""
+def _mismatch(key: str, said: str) -> Callable[[dict, Profile], str]:
+    """Why a measurement is not the budget's: it was taken at another `key` (a prompt or
+    a KV cache of another length) than the profile's language_model section names."""
+    def reason(m: dict, profile: Profile) -> str:
+        measured = _language_model(key)(m)
+        budgeted = getattr(profile.language_model, key)
+        if measured is not None and measured != budgeted:
+            return said.format(measured=measured, budgeted=budgeted)
+        return ""
+    return reason
 
 
-def _context_mismatch(m: dict, profile: Profile) -> str:
-    """Why a memory fit is not the profile's: a KV cache of another length."""
-    computed = _language_model("context_tokens")(m)
-    budgeted = profile.language_model.context_tokens
-    if computed is not None and computed != budgeted:
-        return f"computed at {computed} context tokens, the profile's is {budgeted}"
-    return ""
+_prompt_mismatch = _mismatch("prompt_tokens", "measured at {measured} prompt tokens, the "
+                             "budget is at {budgeted}")
+_context_mismatch = _mismatch("context_tokens", "computed at {measured} context tokens, the "
+                              "profile's is {budgeted}")
 
 
 def _does_not_fit(m: dict, profile: Profile) -> str:

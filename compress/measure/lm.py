@@ -115,8 +115,7 @@ def record(job, speed: dict, quality: dict, settings: dict) -> dict:
 
 
 def _lm_settings(profile) -> tuple[int, int]:
-    section = getattr(profile, "language_model", None)
-    return (getattr(section, "prompt_tokens", 128), getattr(section, "context_tokens", 2048))
+    return profile.language_model.prompt_tokens, profile.language_model.context_tokens
 
 
 def _speeds(jobs, config, ctx, target: str) -> list[dict]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from compress.data.text import read_text, text_sha256
+from compress.data.text import text_sha256
 from compress.errors import DataError
 from compress.model.causal_lm import token_ids, tokenizer_sha256
 
@@ -31,9 +31,9 @@ class TokenizedText:
                 "prompts": len(self.prompts)}
 
 
-def tokenize(spec, folder: Path, base_dir: Path) -> TokenizedText:
-    """`spec` (config.data.TextData) in the tokenizer of the Hugging Face `folder`."""
-    text = read_text(spec, base_dir)
+def tokenize(spec, folder: Path, text: str) -> TokenizedText:
+    """`text`, read as `spec` (config.data.TextData) says, in the tokenizer of the Hugging
+    Face `folder`."""
     ids = token_ids(folder, text)
     needed = spec.evaluation_tokens + spec.calibration_tokens + 2
     if len(ids) < needed:

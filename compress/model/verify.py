@@ -4,6 +4,7 @@ that made it, naming the op or opset at fault, never later by the benchmark."""
 from __future__ import annotations
 
 from compress.errors import ModelError
+from runtimes.lm.formats import NAMES as LANGUAGE_FORMATS
 
 
 def _run_tflite(path, feed: dict, nhwc: bool, what: str) -> None:
@@ -36,7 +37,7 @@ def verify_outputs(outputs, ctx, what: str) -> None:
     """Load and run the first feed through each ONNX or TFLite output of a stage, and a
     few token ids through a language model's."""
     for output in outputs:
-        if output.format in ("genai", "gguf"):
+        if output.format in LANGUAGE_FORMATS:
             _run_language_model(output.path, what)
     tensors = [output for output in outputs if output.format in ("onnx", "tflite")]
     feed = ctx.sample_feeds(1)[0][0] if tensors else None

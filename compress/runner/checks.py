@@ -214,7 +214,6 @@ def _check_reference(ctx) -> None:
 
 def _check_language_model(ctx) -> None:
     """A causal LM before any work: a model the pipeline starts from, text it can read."""
-    from compress.data.text import read_text
     from compress.model.causal_lm import check_pipeline_source
     pipeline, given = ctx.pipeline, ctx.pipeline.model.causal_lm
     if isinstance(given, str):
@@ -222,7 +221,7 @@ def _check_language_model(ctx) -> None:
     else:   # an object from Python: its tokenizer is found now, not after the source stage
         from compress.model.causal_lm import model_and_tokenizer
         model_and_tokenizer(given)
-    read_text(pipeline.data.text, pipeline.base_dir)
+    ctx.text()   # read once, here: a missing file or a failing loader stops the run now
 
 
 def preflight(ctx) -> None:

@@ -36,6 +36,7 @@ class RunContext:
     _reference_names: object = None
     _scratch: object = None   # a temporary folder, for a ModelProto before the run starts
     _lm_text: object = None   # a language model's text as token ids (model.lm_text)
+    _text: Optional[str] = None   # data.text as read once (a loader may be slow)
 
     @property
     def inputs(self) -> tuple:
@@ -60,17 +61,23 @@ class RunContext:
         if self._lm_text is None:
             from compress.model.lm_text import tokenize
             self._lm_text = tokenize(self.pipeline.data.text, self.path(self.source_artifact),
-                                     self.pipeline.base_dir)
+                                     self.text())
         return self._lm_text
+
+    def text(self) -> str:
+        """data.text, read once (the preflight reads it first: its errors come early)."""
+        if self._text is None:
+            from compress.data.text import read_text
+            self._text = read_text(self.pipeline.data.text, self.pipeline.base_dir)
+        return self._text
 
     def text_digest(self) -> Optional[str]:
         """What data.text contributes to a stage's cache key: its settings and content."""
         spec = self.pipeline.data.text
         if spec is None:
             return None
-        from compress.data.text import read_text, text_sha256
-        settings = spec.model_dump_json(exclude={"loader"})
-        return text_sha256(settings + read_text(spec, self.pipeline.base_dir))
+        from compress.data.text import text_sha256
+        return text_sha256(spec.model_dump_json(exclude={"loader"}) + self.text())
 
     def sample_feeds(self, count: int) -> tuple[list[dict], str]:
         """Up to `count` feeds of calibration (else evaluation) data, else random inputs

@@ -4,7 +4,7 @@ from __future__ import annotations
 from profiles import (NO_METER, OFF_TARGET, PASS, UNMEASURED, check,
                       unmeasured_language_verdicts, unmeasured_verdicts)
 
-LANGUAGE_FORMATS = ("genai", "gguf")   # a causal language model's artifacts (budget: language_model)
+from runtimes.lm.formats import NAMES as LANGUAGE_FORMATS   # judged by language_model
 
 
 def verdicts_of(benchmarks: list[dict], skipped: list[dict], artifacts, targets) -> list:

@@ -14,13 +14,9 @@ from compress.errors import ModelError
 from compress.stagebase import StageConfig, register
 
 
-class ExportGenai(StageConfig):
-    type: Literal["export.genai"] = Field(
-        "export.genai", description="a causal language model to an onnxruntime-genai folder "
-        "(ONNX with its KV cache), checked against torch")
-    precision: Literal["fp32"] = Field(
-        "fp32", description="the weights' precision (fp32 for the CPU; the quantize stage's "
-        "lm-weight-only scheme makes INT8/INT4)")
+class LMExport(StageConfig):
+    """What a language model's export stages share: how closely the export must match
+    torch on the evaluation text and the prompts (parity() below checks it)."""
     parity_tokens: PositiveInt = Field(
         512, description="tokens of the evaluation text compared with torch (at most "
         "data.text.evaluation_tokens)")
@@ -30,6 +26,15 @@ class ExportGenai(StageConfig):
     generated_tokens: PositiveInt = Field(16, description="greedy tokens compared with "
                                           "torch on each prompt of data.text.prompts")
 
+
+class ExportGenai(LMExport):
+    type: Literal["export.genai"] = Field(
+        "export.genai", description="a causal language model to an onnxruntime-genai folder "
+        "(ONNX with its KV cache), checked against torch")
+    precision: Literal["fp32"] = Field(
+        "fp32", description="the weights' precision (fp32 for the CPU; the quantize stage's "
+        "lm-weight-only scheme makes INT8/INT4)")
+
     def formats(self) -> dict[str, str]:
         return {"causal_lm": "genai"}
 
@@ -37,7 +42,7 @@ class ExportGenai(StageConfig):
         return "export.genai takes model.causal_lm, the model as given (`input: source`)"
 
 
-def parity(ctx, path, config) -> dict:
+def parity(ctx, path, config: LMExport) -> dict:
     """Torch against the export at `path` (a folder or a file of runtimes.lm.formats) on
     the first `parity_tokens` evaluation ids, and greedy generations on the prompts;
     ModelError past the limits (`config`: an export stage's settings)."""

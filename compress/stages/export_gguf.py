@@ -6,24 +6,19 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import Field, NonNegativeFloat, PositiveInt
+from pydantic import Field
 
 from compress.core.artifacts import Output
 from compress.core.lazy import require
 from compress.errors import ModelError
-from compress.stagebase import StageConfig, register
+from compress.stagebase import register
+from compress.stages.export_genai import LMExport, parity
 
 
-class ExportGguf(StageConfig):
+class ExportGguf(LMExport):
     type: Literal["export.gguf"] = Field(
         "export.gguf", description="a causal language model given as a .gguf file to a "
         "float32 GGUF for llama.cpp, checked against torch")
-    parity_tokens: PositiveInt = Field(512, description="tokens of the evaluation text "
-                                       "compared with torch")
-    max_perplexity_change: NonNegativeFloat = Field(
-        0.001, description="relative perplexity difference from torch allowed")
-    generated_tokens: PositiveInt = Field(16, description="greedy tokens compared with "
-                                          "torch on each prompt of data.text.prompts")
 
     def formats(self) -> dict[str, str]:
         return {"causal_lm": "gguf"}
@@ -35,7 +30,6 @@ class ExportGguf(StageConfig):
 @register(ExportGguf)
 def run(artifact, config: ExportGguf, ctx) -> list[Output]:
     from export.gguf import GGUFExportError, float_gguf
-    from compress.stages.export_genai import parity
     require("gguf", "export.gguf")
     require("llama_cpp", "export.gguf (llama.cpp runs it: make llama-cpp)")
     given = ctx.pipeline.model.causal_lm

@@ -46,6 +46,9 @@ def format_of(path: str | Path) -> Format:
 
 
 
+NAMES = tuple(found.name for found in FORMATS)   # the pipeline's language-model formats
+
+
 def engine_of(fmt: str) -> str | None:
     """The engine that runs the pipeline's artifact format `fmt`; None for a format that is
     not a language model's."""

@@ -8,12 +8,11 @@ from typing import Literal, Optional
 
 from pydantic import Field
 
-from compress.quant.schemes.base import FromTorch, QuantizeBase
-from compress.quant.schemes.lm_weight_only import LMMix
+from compress.quant.schemes.lm_weight_only import LMMix, WithMix
 from compress.quant.schemes.registry import register_scheme
 
 
-class GgufType(FromTorch, QuantizeBase):
+class GgufType(WithMix):
     scheme: Literal["gguf"] = Field(
         "gguf", description="gguf: one of llama.cpp's types made by its quantizer from the "
         "export.gguf float file (llama.cpp runs it)")
@@ -31,12 +30,6 @@ class GgufType(FromTorch, QuantizeBase):
 
     def format_hint(self, given: str) -> str:
         return "scheme gguf takes the export.gguf stage's float file"
-
-    def for_targets(self, targets: list):
-        # the export presets are for tensor models; a mix may take the targets' limits
-        if self.mix is None or not self.mix.targets:
-            return self
-        return self.model_copy(update={"mix": self.mix.from_targets(targets)})
 
 
 def _gguf(artifact, config, ctx):

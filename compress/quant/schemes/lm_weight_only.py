@@ -71,7 +71,18 @@ class LMMix(Strict):
         return LMMix(**found, granularity=self.granularity)
 
 
-class LMWeightOnly(FromTorch, QuantizeBase):
+class WithMix(FromTorch, QuantizeBase):
+    """A language model's scheme with a measured mix (`mix:`): no export preset applies
+    (those are for tensor models), and `mix: targets` takes the targets' limits."""
+    mix: Optional[LMMix] = None
+
+    def for_targets(self, targets: list):
+        if self.mix is None or not self.mix.targets:
+            return self
+        return self.model_copy(update={"mix": self.mix.from_targets(targets)})
+
+
+class LMWeightOnly(WithMix):
     # 6: the mix records its widths by name (INT4, INT8) and its low and high width
     cache_version = 6
     scheme: Literal["lm-weight-only"] = Field(
@@ -104,12 +115,6 @@ class LMWeightOnly(FromTorch, QuantizeBase):
 
     def format_hint(self, given: str) -> str:
         return "lm-weight-only takes the export.genai stage's float model"
-
-    def for_targets(self, targets: list):
-        # the export presets are for tensor models; a mix may take the targets' limits
-        if self.mix is None or not self.mix.targets:
-            return self
-        return self.model_copy(update={"mix": self.mix.from_targets(targets)})
 
 
 def _lm(artifact, config, ctx):
