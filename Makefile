@@ -160,7 +160,7 @@ PROVIDER_PACKAGE_qnn := onnxruntime-qnn
 # (libnvinfer.so.10), which PyPI only has as a stub fetching from NVIDIA's own index:
 # install tensorrt-cu13 10.x from there, or use the system's TensorRT. Several GB: not
 # part of accelerator-envs; CI has no GPU.
-PROVIDER_PACKAGE_gpu := "onnxruntime-gpu[cuda,cudnn]==1.31.1" "nvidia-cublas~=13.0" nvidia-ml-py
+PROVIDER_PACKAGE_gpu := "onnxruntime-gpu[cuda,cudnn]==1.31.1" "nvidia-cublas~=13.0" nvidia-ml-py onnxruntime-genai-cuda==0.18.0
 accelerator-envs: openvino-env qnn-env
 openvino-env: .venv-openvino/.installed
 qnn-env: .venv-qnn/.installed

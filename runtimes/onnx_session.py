@@ -46,7 +46,7 @@ def check_available(names: list[str], available: list[str]) -> None:
             "machine that measures")
 
 
-def _load_nvidia_libraries(ort, names: list[str]) -> None:
+def load_nvidia_libraries(ort, names: list[str]) -> None:
     """CUDA, cuDNN and TensorRT from pip (onnxruntime-gpu[cuda,cudnn], nvidia-cublas,
     tensorrt-cu13) are not on the loader's path: onnxruntime-gpu's preload_dlls loads the
     first two, as `import torch` would in a process that has torch (this one has not), and
@@ -103,7 +103,7 @@ def _start(ort, path: str, options, providers: list | None):
     """The InferenceSession on the providers asked for (the CPU provider last), with a
     plugin provider attached through its devices."""
     names, provider_options = _provider_lists(providers or [])
-    _load_nvidia_libraries(ort, names)
+    load_nvidia_libraries(ort, names)
     plugins = register_plugins(ort, names)
     check_available(names, ort.get_available_providers() + plugins)
     if plugins and len(names) > 2:

@@ -118,29 +118,42 @@ def _lm_settings(profile) -> tuple[int, int]:
     return profile.language_model.prompt_tokens, profile.language_model.context_tokens
 
 
-def _speeds(jobs, config, ctx, target: str) -> list[dict]:
+def _speeds(jobs, config, ctx, target: str, where: "Where") -> list[dict]:
     """Every job of `target` timed in fresh processes, in turn within each round."""
     from runtimes.lm.bench import Workload, measure_in_processes
     profile = dict(ctx.targets)[target]
     prompt_tokens, _ = _lm_settings(profile)
     prompt = list(ctx.lm_text().evaluation[:prompt_tokens])
-    label = f"tokens/s on {target} ({jobs[0].threads} threads, {config.rounds} rounds)"
+    on = f" on {where.provider.name}" if where.provider else ""
+    label = f"tokens/s on {target}{on} ({jobs[0].threads} threads, {config.rounds} rounds)"
     with ctx.progress.task(label, len(jobs) * config.rounds) as advance:
         try:
             return measure_in_processes(
                 [ctx.path(job.artifact) for job in jobs],
-                Workload(prompt_tokens, config.new_tokens, jobs[0].threads, prompt),
-                config.rounds, lambda done, total: advance(completed=done))
+                Workload(prompt_tokens, config.new_tokens, jobs[0].threads, prompt,
+                         where.provider),
+                config.rounds, lambda done, total: advance(completed=done), where.python)
         except RuntimeError as exc:
             raise StageError(0, "benchmark", str(exc)) from None
 
 
-def _version(engine: str) -> str | None:
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        return version({"llama.cpp": "llama-cpp-python"}.get(engine, engine))
-    except PackageNotFoundError:
-        return None
+class Where:
+    """Where a target's language-model runs happen: the Python (the target's `python:`,
+    else this one) and the accelerator of its profile's providers (else the CPU)."""
+
+    def __init__(self, ctx, target: str):
+        import sys
+
+        from runtimes.lm.provider import LMProvider
+        place = ctx.fleets[target].places[0]
+        self.python = getattr(place, "python", None) or sys.executable
+        self.provider = LMProvider.of_profile(dict(ctx.targets)[target].runtime.providers)
+        self.key = (place.label, self.provider)
+
+
+def _unmeasured(jobs, why: str) -> list[dict]:
+    return [{"artifact": job.artifact.id, "target": job.target, "baseline": job.is_baseline,
+             "comparison": False, "engine": job.engine, "unmeasured": why} for job in jobs]
 
 
 def measure_lm(jobs, config, ctx) -> list[dict]:
@@ -149,22 +162,35 @@ def measure_lm(jobs, config, ctx) -> list[dict]:
     for target in dict.fromkeys(job.target for job in jobs):
         mine = [job for job in jobs if job.target == target]
         if ctx.fleets[target].remote:
-            records += [{"artifact": job.artifact.id, "target": target, "baseline":
-                         job.is_baseline, "comparison": False, "engine": job.engine,
-                         "unmeasured": "language models are measured on this machine only "
-                         "for now (run `python -m runtimes lm-bench` on the device)"}
-                        for job in mine]
+            records += _unmeasured(mine, "language models are measured on this machine only "
+                                   "for now (run `python -m runtimes lm-bench` on the device)")
             continue
-        prompt_tokens, context = _lm_settings(dict(ctx.targets)[target])
-        # targets measured by the same Python with the same settings share their runs
-        key = (ctx.fleets[target].places[0].label, mine[0].threads, prompt_tokens,
-               tuple(job.artifact.id for job in mine))
-        if key not in timed:
-            timed[key] = _speeds(mine, config, ctx, target)
-        for job, speed in zip(mine, timed[key]):
+        speeds = _shared_speeds(mine, config, ctx, timed)
+        if isinstance(speeds, str):
+            records += _unmeasured(mine, speeds)
+            continue
+        context = _lm_settings(dict(ctx.targets)[target])[1]
+        for job, speed in zip(mine, speeds):
             settings = {"path": ctx.path(job.artifact), "context_tokens": context,
                         "new_tokens": config.new_tokens,
                         "runtime": {"engine": job.engine, "threads": job.threads,
-                                    "version": _version(job.engine)}}
+                                    "version": speed.get("engine_version"),
+                                    "provider": speed.get("provider")}}
             records.append(record(job, speed, qualities[job.artifact.id], settings))
     return records
+
+
+def _shared_speeds(jobs, config, ctx, timed: dict) -> list[dict] | str:
+    """One target's speeds, or why it has none: targets measured by the same Python on the
+    same accelerator with the same settings share their runs (`timed`)."""
+    from runtimes.errors import ProviderUnavailable
+    target = jobs[0].target
+    where = Where(ctx, target)
+    prompt_tokens = _lm_settings(dict(ctx.targets)[target])[0]
+    key = (where.key, jobs[0].threads, prompt_tokens, tuple(job.artifact.id for job in jobs))
+    if key not in timed:
+        try:
+            timed[key] = _speeds(jobs, config, ctx, target, where)
+        except ProviderUnavailable as exc:
+            timed[key] = f"not available in {where.python}: {exc}"
+    return timed[key]

@@ -25,8 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from runtimes.errors import ProviderUnavailable
 from runtimes.hostinfo import describe_host
 from runtimes.lm.formats import format_of
+from runtimes.lm.provider import LMProvider, parse_option
 from runtimes.lm.text import python_docs_text
 
 SPREAD_WARNING = 0.05   # a median whose runs spread more than this says so
@@ -43,6 +45,17 @@ def _status_mb(field: str) -> float:
     return float("nan")
 
 
+def _version(packages: tuple[str, ...]) -> str | None:
+    """The installed version of the first of `packages` found (a CPU or a GPU build)."""
+    from importlib.metadata import PackageNotFoundError, version
+    for package in packages:
+        try:
+            return version(package)
+        except PackageNotFoundError:
+            continue
+    return None
+
+
 def prompt_ids(model, count: int) -> list[int]:
     """The first `count` ids of the Python reference's text in the model's tokenizer."""
     ids = model.encode(python_docs_text()[:count * 12])
@@ -51,19 +64,21 @@ def prompt_ids(model, count: int) -> list[int]:
     return ids[:count]
 
 
-def measure(path: Path, prompt_tokens: int, new_tokens: int, threads: int,
-            prompt: list[int] | None = None) -> dict:
+def measure(path: Path, work: "Workload") -> dict:
     """One measurement in this process (call it once per process: the loads after the
-    first find the files in the page cache and the allocator warm). `prompt`: the ids
-    to feed (every format then gets the same); else the text's first in its tokenizer."""
+    first find the files in the page cache and the allocator warm). `work.prompt`: the
+    ids to feed (every format then gets the same); else the text's first in its
+    tokenizer."""
+    prompt_tokens, new_tokens, threads = work.prompt_tokens, work.new_tokens, work.threads
     form = format_of(path)
     form.runtime()      # the runtime's base: its libraries loaded, no model yet
     base = _status_mb("VmRSS")
     started = time.perf_counter()
-    model = form.open(path, threads, context=prompt_tokens + new_tokens)
+    model = form.open(path, threads, context=prompt_tokens + new_tokens,
+                      provider=work.provider)
     load_s = time.perf_counter() - started
     loaded = _status_mb("VmRSS")
-    prompt = list(prompt or prompt_ids(model, prompt_tokens))[:prompt_tokens]
+    prompt = list(work.prompt or prompt_ids(model, prompt_tokens))[:prompt_tokens]
     started = time.perf_counter()
     model.feed(prompt, new_tokens)
     prefill_s = time.perf_counter() - started
@@ -77,11 +92,13 @@ def measure(path: Path, prompt_tokens: int, new_tokens: int, threads: int,
         step_ms.append((now - step) * 1000)
         step = now
     decode_s, decoded = time.perf_counter() - started, len(picked) - 1
-    return {"engine": form.engine, "load_s": load_s, "prompt_tokens": len(prompt),
+    return {"engine": form.engine, "engine_version": _version(form.packages),
+            "load_s": load_s, "prompt_tokens": len(prompt),
             "prefill_s": prefill_s, "prefill_tok_s": len(prompt) / prefill_s,
             "ttft_s": ttft_s, "decode_tokens": decoded,
             "decode_tok_s": decoded / decode_s if decoded else 0.0, "step_ms": step_ms,
-            "threads": threads, "rss_base_mb": base, "rss_loaded_mb": loaded,
+            "threads": threads, "provider": work.provider.name if work.provider else None,
+            "rss_base_mb": base, "rss_loaded_mb": loaded,
             "peak_rss_mb": _status_mb("VmHWM"), "weights_bytes": form.weights_bytes(path),
             "kv_cache_bytes": form.kv_cache_bytes(path, len(prompt) + new_tokens),
             # what a device's run can be checked by: the same greedy ids as the host's
@@ -89,13 +106,19 @@ def measure(path: Path, prompt_tokens: int, new_tokens: int, threads: int,
             "torch_loaded": "torch" in sys.modules}
 
 
-def _one_process(folder, prompt_tokens: int, new_tokens: int, threads: int,
-                 prompt: list[int] | None) -> dict:
-    command = [sys.executable, "-m", "runtimes", "lm-bench", str(folder), "--prompt-tokens",
-               str(prompt_tokens), "--new-tokens", str(new_tokens), "--threads", str(threads)]
-    if prompt:
-        command += ["--prompt-ids", ",".join(map(str, prompt[:prompt_tokens]))]
-    done = subprocess.run(command, capture_output=True, text=True)
+def _runner_env() -> dict:
+    """This checkout's runtimes importable by another Python (a target's `python:`)."""
+    import os
+    root = str(Path(__file__).resolve().parents[2])
+    return {**os.environ, "PYTHONPATH": os.pathsep.join(
+        [root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)}
+
+
+def _one_process(folder, work: "Workload", python: str) -> dict:
+    command = [python, "-m", "runtimes", "lm-bench", str(folder), *work.flags()]
+    done = subprocess.run(command, capture_output=True, text=True, env=_runner_env())
+    if done.returncode == ProviderUnavailable.exit_code:
+        raise ProviderUnavailable(done.stderr.strip().removeprefix("error: "))
     if done.returncode:
         raise RuntimeError(f"lm-bench failed on {folder}: {done.stderr.strip()[-1500:]}")
     return json.loads(done.stdout.splitlines()[-1])
@@ -114,24 +137,35 @@ def summarize(runs: list[dict]) -> dict:
 @dataclass(frozen=True)
 class Workload:
     """What one measurement runs: `prompt` (ids; else the text's first in the model's
-    tokenizer) cut to `prompt_tokens`, then `new_tokens` decoded on `threads`."""
+    tokenizer) cut to `prompt_tokens`, then `new_tokens` decoded on `threads`; on
+    `provider`'s accelerator (runtimes/lm/provider.py), else the CPU."""
     prompt_tokens: int = 128
     new_tokens: int = 64
     threads: int = 1
     prompt: Optional[list[int]] = None
+    provider: Optional[LMProvider] = None
+
+    def flags(self) -> list[str]:
+        """The same workload as lm-bench's command line says it."""
+        flags = ["--prompt-tokens", str(self.prompt_tokens), "--new-tokens",
+                 str(self.new_tokens), "--threads", str(self.threads)]
+        if self.prompt:
+            flags += ["--prompt-ids", ",".join(map(str, self.prompt[:self.prompt_tokens]))]
+        return flags + (self.provider.flags() if self.provider else [])
 
 
 def measure_in_processes(folders: list, workload: Workload = Workload(), rounds: int = 3,
-                         progress: Optional[Callable[[int, int], None]] = None) -> list[dict]:
+                         progress: Optional[Callable[[int, int], None]] = None,
+                         python: str = sys.executable) -> list[dict]:
     """Each model (a folder or a file) measured `rounds` times, each time in a fresh
-    `python -m runtimes lm-bench` process, the models in turn within a round (a machine's
-    drift then weighs on every model alike); a summary per model, in order. A workload's
-    `prompt` gives every model the same ids; `progress(done, total)` after each run."""
+    `python -m runtimes lm-bench` process of `python`, the models in turn within a round
+    (a machine's drift then weighs on every model alike); a summary per model, in order.
+    A workload's `prompt` gives every model the same ids; `progress(done, total)` after
+    each run. ProviderUnavailable when the workload's accelerator is not there."""
     runs: list[list[dict]] = [[] for _ in folders]
     for round_index in range(rounds):
         for n, folder in enumerate(folders):
-            runs[n].append(_one_process(folder, workload.prompt_tokens, workload.new_tokens,
-                                        workload.threads, workload.prompt))
+            runs[n].append(_one_process(folder, workload, python))
             if progress:
                 progress(round_index * len(folders) + n + 1, rounds * len(folders))
     return [summarize(r) for r in runs]
@@ -155,15 +189,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--prompt-ids", type=_ids, default=None,
                         help="the prompt's token ids, comma-separated (default: the first "
                         "--prompt-tokens ids of the Python reference's text)")
+    parser.add_argument("--provider", default=None,
+                        help="the accelerator, as onnxruntime names it "
+                        "(CUDAExecutionProvider); default: the CPU")
+    parser.add_argument("--provider-option", action="append", default=[], metavar="KEY=VALUE")
     args = parser.parse_args(argv)
     if args.prompt_tokens < 1 or args.new_tokens < 2:
         parser.error("--prompt-tokens must be at least 1 and --new-tokens at least 2")
     from runtimes.errors import RuntimeInputError
     try:
-        result = measure(args.folder, args.prompt_tokens, args.new_tokens, args.threads,
-                         args.prompt_ids)
+        provider = _provider(args.provider, args.provider_option)
+        result = measure(args.folder, Workload(args.prompt_tokens, args.new_tokens,
+                                               args.threads, args.prompt_ids, provider))
     except (RuntimeInputError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return getattr(exc, "exit_code", 2)   # 3: the accelerator is not here
     print(json.dumps(result))
     return 0
+
+
+def _provider(name: str | None, options: list[str]) -> LMProvider | None:
+    if name is None:
+        if options:
+            raise ValueError("--provider-option needs a --provider")
+        return None
+    return LMProvider(name, tuple(parse_option(text) for text in options))

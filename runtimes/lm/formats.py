@@ -18,19 +18,23 @@ class Format:
     name: str                    # what the pipeline's artifacts call the format
     what: str                    # how an error names the path this format wants
     engine: str
+    packages: tuple[str, ...]    # the distributions that bring the engine (its version)
     accepts: Callable[[Path], bool]
     runtime: Callable[[], object]  # loads the engine's libraries (a clear error if missing)
-    open: Callable               # (path, threads, **options) -> a model with the stream calls
+    open: Callable               # (path, threads, provider=, **options) -> the stream calls
     weights_bytes: Callable[[Path], int]
     kv_cache_bytes: Callable[[Path, int], int]
 
 
 FORMATS = (
     Format("genai", "an onnxruntime-genai model folder (with its genai_config.json)",
-           "onnxruntime-genai", genai.accepts, genai.import_genai,
-           lambda path, threads, **_: genai.GenaiModel(path, threads),
+           "onnxruntime-genai", ("onnxruntime-genai", "onnxruntime-genai-cuda"),
+           genai.accepts, genai.import_genai,
+           lambda path, threads, provider=None, **_: genai.GenaiModel(path, threads,
+                                                                       provider),
            genai.folder_bytes, genai.kv_cache_bytes),
-    Format("gguf", "a .gguf file", "llama.cpp", llamacpp.accepts, llamacpp.import_llama_cpp,
+    Format("gguf", "a .gguf file", "llama.cpp", ("llama-cpp-python",), llamacpp.accepts,
+           llamacpp.import_llama_cpp,
            lambda path, threads, **options: llamacpp.LlamaCppModel(path, threads, **options),
            llamacpp.file_bytes, llamacpp.kv_cache_bytes),
 )

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import numpy as np
 
-from runtimes.errors import RuntimeInputError
+from runtimes.errors import ProviderUnavailable, RuntimeInputError
+from runtimes.lm.provider import GENAI_NAMES, LMProvider
 from runtimes.lm.stream import StreamModel
 
 
@@ -62,19 +63,53 @@ def require_folder(folder: Path) -> Path:
     return folder
 
 
-class GenaiModel(StreamModel):
-    """One loaded model folder; each call starts from an empty KV cache."""
+def _use_provider(og, config, provider: LMProvider | None) -> None:
+    """The CPU (the folder's providers are the builder's choice, not the target's), or
+    the target's accelerator; ProviderUnavailable where this build lacks it."""
+    config.clear_providers()
+    if provider is None:
+        return
+    name = GENAI_NAMES.get(provider.name)
+    if name is None:
+        raise ProviderUnavailable(
+            f"onnxruntime-genai runs language models on the CPU or on "
+            f"{', '.join(GENAI_NAMES)} here, not on {provider.name}")
+    if name == "cuda":
+        import onnxruntime
 
-    def __init__(self, folder: str | Path, threads: int | None = None):
+        from runtimes.onnx_session import load_nvidia_libraries
+        load_nvidia_libraries(onnxruntime, [provider.name])   # pip's CUDA, else the system's
+    if name == "cuda" and not og.is_cuda_available():
+        raise ProviderUnavailable(
+            "this onnxruntime-genai is the CPU build: install onnxruntime-genai-cuda "
+            "beside onnxruntime-gpu in the target's Python (make gpu-env)")
+    config.append_provider(name)
+    for key, value in provider.options:
+        config.set_provider_option(name, key, value)
+
+
+class GenaiModel(StreamModel):
+    """One loaded model folder; each call starts from an empty KV cache. `provider`: the
+    accelerator it runs on (runtimes/lm/provider.py), the CPU without one."""
+
+    def __init__(self, folder: str | Path, threads: int | None = None,
+                 provider: LMProvider | None = None):
         folder = require_folder(Path(folder))
         og = import_genai()
         config = og.Config(str(folder))
-        config.clear_providers()     # CPU: the folder's providers are the builder's choice
+        _use_provider(og, config, provider)
         if threads:
             options = {"intra_op_num_threads": threads, "inter_op_num_threads": 1}
             config.overlay(json.dumps({"model": {"decoder": {"session_options": options}}}))
         self._og, self.folder = og, folder
-        self.model = og.Model(config)
+        try:
+            self.model = og.Model(config)
+        except RuntimeError as exc:
+            if provider is None:
+                raise
+            # a GPU build on a machine whose GPU or driver it cannot start
+            raise ProviderUnavailable(f"onnxruntime-genai could not start {provider.name}: "
+                                      f"{' '.join(str(exc).split())[:300]}") from exc
         declared = json.loads((folder / "genai_config.json").read_text())["model"]
         self.context, self._decoder = declared["context_length"], declared["decoder"]
 

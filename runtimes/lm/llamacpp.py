@@ -16,7 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
-from runtimes.errors import RuntimeInputError
+from runtimes.errors import ProviderUnavailable, RuntimeInputError
+from runtimes.lm.provider import LMProvider
 from runtimes.lm.stream import StreamModel
 
 INSTALL = "make llama-cpp (pip builds llama-cpp-python, and llama.cpp with it, once)"
@@ -70,13 +71,29 @@ def kv_cache_bytes(path: Path, tokens: int) -> int:
     return per_token * tokens * 2
 
 
+def _gpu_layers(lib, provider: LMProvider | None) -> int:
+    """Every layer on the GPU for a CUDA target, none on the CPU; ProviderUnavailable
+    where this llama-cpp-python is built without GPU offload (the PyPI build is not)."""
+    if provider is None:
+        return 0
+    if provider.name != "CUDAExecutionProvider":
+        raise ProviderUnavailable(f"llama.cpp runs here on the CPU or a CUDA GPU, not on "
+                                  f"{provider.name}")
+    if not lib.llama_supports_gpu_offload():
+        raise ProviderUnavailable("this llama-cpp-python is built without GPU offload: "
+                                  "reinstall it with CMAKE_ARGS=\"-DGGML_CUDA=on\" in the "
+                                  "target's Python")
+    return -1
+
+
 class LlamaCppModel(StreamModel):
     """One loaded GGUF file; each call starts from an empty KV cache. `all_logits`: keep
     every position's logits (scoring text); off, only the last (generation, as llama.cpp's
     own tools run, without a context-sized logits buffer in the measured memory)."""
 
     def __init__(self, path: str | Path, threads: int | None = None,
-                 all_logits: bool = False, context: int = 2048):
+                 all_logits: bool = False, context: int = 2048,
+                 provider: LMProvider | None = None):
         self.path = require_gguf(Path(path))
         self._lib = import_llama_cpp()
         threads = threads or 1
@@ -84,7 +101,7 @@ class LlamaCppModel(StreamModel):
             self._llm = self._lib.Llama(
                 model_path=str(self.path), n_ctx=context, n_batch=512, n_ubatch=512,
                 n_threads=threads, n_threads_batch=threads, logits_all=all_logits,
-                verbose=False)
+                n_gpu_layers=_gpu_layers(self._lib, provider), verbose=False)
         except ValueError as exc:    # llama-cpp-python's answer to a file llama.cpp refuses
             raise RuntimeInputError(f"llama.cpp cannot load {self.path}: {exc}") from exc
         self.context, self.vocab, self.all_logits = context, self._llm.n_vocab(), all_logits

@@ -188,3 +188,28 @@ def test_llama_cpp_runs_the_same_float_weights_and_makes_its_own_types(smollm2, 
     assert speed["engine"] == "llama.cpp" and speed["weights_bytes"] == q8.stat().st_size
     assert speed["decode_tokens"] == 7 and speed["decode_tok_s"] > 0
     assert not list(tmp_path.glob("*.partial"))
+
+
+def test_the_export_decodes_on_the_gpu_or_says_why_not(smollm2):
+    """onnxruntime-genai-cuda (.venv-gpu, `make gpu-env`; EDGE_COMPRESS_GPU_PYTHON): with a
+    GPU, the float export decodes on CUDA and picks the CPU's greedy ids; without one
+    (or with the CPU build) it is ProviderUnavailable, never a CPU number."""
+    import os
+
+    from runtimes.errors import ProviderUnavailable
+    from runtimes.lm.bench import Workload, measure_in_processes
+    from runtimes.lm.provider import LMProvider
+    python = os.environ.get("EDGE_COMPRESS_GPU_PYTHON", str(REPO / ".venv-gpu" / "bin" / "python"))
+    if not os.path.exists(python):
+        pytest.skip(f"no onnxruntime-genai-cuda environment at {python} (make gpu-env)")
+    _, folder = smollm2
+    work = Workload(32, 8, threads=1)
+    try:
+        gpu, = measure_in_processes([folder], Workload(32, 8, threads=1, provider=LMProvider(
+            "CUDAExecutionProvider", (("device_id", "0"),))), rounds=1, python=python)
+    except ProviderUnavailable as exc:
+        assert "CUDA" in str(exc) or "cuda" in str(exc)
+        return
+    cpu, = measure_in_processes([folder], work, rounds=1)
+    assert gpu["provider"] == "CUDAExecutionProvider" and gpu["decode_tok_s"] > 0
+    assert gpu["generated_ids"] == cpu["generated_ids"]

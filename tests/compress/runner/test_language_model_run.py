@@ -93,7 +93,9 @@ def test_a_second_run_reuses_every_stage(first_run):
 def test_a_transformers_model_given_from_python_goes_through_the_same_stages(first_run,
                                                                            tmp_path):
     """A small Llama made here (random weights, SmolLM2's tokenizer) as a (model,
-    tokenizer) pair: saved as the source, exported at parity with torch, quantized."""
+    tokenizer) pair: saved as the source, exported at parity with torch, quantized. On
+    the nvidia-gpu target it runs on onnxruntime-genai's CUDA provider, or, where this
+    Python has no CUDA build (CI), it is unmeasured with the reason."""
     import torch
     from transformers import AutoTokenizer, LlamaConfig, LlamaForCausalLM
 
@@ -105,7 +107,7 @@ def test_a_transformers_model_given_from_python_goes_through_the_same_stages(fir
         vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
         max_position_embeddings=1024, tie_word_embeddings=True)).eval()
-    pipeline = {**_pipeline(tmp_path), "name": "tiny", "targets": ["host-cpu"],
+    pipeline = {**_pipeline(tmp_path), "name": "tiny", "targets": ["host-cpu", "nvidia-gpu"],
                 "model": {"causal_lm": (model, tokenizer)}}
     pipeline["stages"] = [pipeline["stages"][0], pipeline["stages"][1],
                           {"type": "benchmark", "rounds": 1, "new_tokens": 4}]
@@ -114,6 +116,14 @@ def test_a_transformers_model_given_from_python_goes_through_the_same_stages(fir
     assert source.meta["kind"] == "python" and source.meta["given"] == "LlamaForCausalLM"
     assert abs(exported.meta["parity"]["perplexity_increase"]) < 1e-3
     assert {b["artifact"] for b in tiny.benchmarks} == {"float", "int8"}
+    import onnxruntime_genai
+    if onnxruntime_genai.is_cuda_available():
+        on_gpu = [b for b in tiny.benchmarks if b["target"] == "nvidia-gpu"]
+        assert all(b["runtime"]["provider"] == "CUDAExecutionProvider" for b in on_gpu)
+        return
+    on_gpu = [v for v in tiny.report["verdicts"] if v["target"] == "nvidia-gpu"]
+    assert {v["artifact"] for v in on_gpu} == {"float", "int8"}
+    assert all(v["status"] == "unmeasured" and "the CPU build" in v["reason"] for v in on_gpu)
 
 
 def test_the_gguf_route_runs_llama_cpps_types_through_the_same_pipeline(first_run, tmp_path):
