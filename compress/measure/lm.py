@@ -2,7 +2,9 @@
 machine (perplexity, mean KL and top-1 agreement against the float export's logits on
 the evaluation ids, greedy agreement on the prompts: numbers that do not depend on where
 they run), and speed per target (`python -m runtimes lm-bench`, each run a fresh
-process, the variants in turn within a round) at the target's prompt length and threads.
+process, the variants in turn within a round) at the target's prompt length and threads:
+here, in the target's `python:`, or on its SSH device (lm_remote.py), on its profile's
+accelerator (runtimes/lm/provider.py; one that is not there: "unmeasured", the reason).
 
 A record has the keys of a tensor model's (report.json's `benchmarks`), its latency the
 time of one decode step (one generated token), and a `language_model` part: decode and
@@ -101,7 +103,7 @@ def record(job, speed: dict, quality: dict, settings: dict) -> dict:
         "runner_wall_s": None, "load_ms": speed["load_s"] * 1000,
         "first_run_ms": speed["ttft_s"] * 1000, "power": None, "conditions": None,
         "placement": None, "metric": _metric(quality), "torch_loaded": speed["torch_loaded"],
-        "remote": None, "emulated": speed["measured_on"].get("emulated"),
+        "remote": speed.get("remote"), "emulated": speed["measured_on"].get("emulated"),
         "language_model": {
             "decode_tok_s": speed["decode_tok_s"], "prefill_tok_s": speed["prefill_tok_s"],
             "ttft_ms": speed["ttft_s"] * 1000, "load_s": speed["load_s"],
@@ -118,35 +120,41 @@ def _lm_settings(profile) -> tuple[int, int]:
     return profile.language_model.prompt_tokens, profile.language_model.context_tokens
 
 
-def _speeds(jobs, config, ctx, target: str, where: "Where") -> list[dict]:
-    """Every job of `target` timed in fresh processes, in turn within each round."""
+def _speeds(jobs, config, ctx, where: "Where") -> list[dict]:
+    """Every job of one target timed in fresh processes, in turn within each round: here
+    (or in the target's Python), or on its SSH device (lm_remote.py)."""
     from runtimes.lm.bench import Workload, measure_in_processes
-    profile = dict(ctx.targets)[target]
-    prompt_tokens, _ = _lm_settings(profile)
-    prompt = list(ctx.lm_text().evaluation[:prompt_tokens])
+    target = jobs[0].target
+    prompt_tokens = _lm_settings(dict(ctx.targets)[target])[0]
+    work = Workload(prompt_tokens, config.new_tokens, jobs[0].threads,
+                    list(ctx.lm_text().evaluation[:prompt_tokens]), where.provider)
+    if where.remote:
+        from compress.measure.lm_remote import remote_speeds
+        return remote_speeds(jobs, config, ctx, work)
     on = f" on {where.provider.name}" if where.provider else ""
     label = f"tokens/s on {target}{on} ({jobs[0].threads} threads, {config.rounds} rounds)"
     with ctx.progress.task(label, len(jobs) * config.rounds) as advance:
         try:
-            return measure_in_processes(
-                [ctx.path(job.artifact) for job in jobs],
-                Workload(prompt_tokens, config.new_tokens, jobs[0].threads, prompt,
-                         where.provider),
-                config.rounds, lambda done, total: advance(completed=done), where.python)
+            return measure_in_processes([ctx.path(job.artifact) for job in jobs], work,
+                                        config.rounds, lambda done, _: advance(completed=done),
+                                        where.python)
         except RuntimeError as exc:
             raise StageError(0, "benchmark", str(exc)) from None
 
 
 class Where:
-    """Where a target's language-model runs happen: the Python (the target's `python:`,
-    else this one) and the accelerator of its profile's providers (else the CPU)."""
+    """Where a target's language-model runs happen: on its SSH device, or here in a
+    Python (the target's `python:`, else this one); on the accelerator of its profile's
+    providers (else the CPU)."""
 
     def __init__(self, ctx, target: str):
         import sys
 
         from runtimes.lm.provider import LMProvider
         place = ctx.fleets[target].places[0]
+        self.remote = place.remote
         self.python = getattr(place, "python", None) or sys.executable
+        self.label = place.label if self.remote else self.python
         self.provider = LMProvider.of_profile(dict(ctx.targets)[target].runtime.providers)
         self.key = (place.label, self.provider)
 
@@ -161,10 +169,6 @@ def measure_lm(jobs, config, ctx) -> list[dict]:
     qualities, records, timed = quality_of(jobs, ctx), [], {}
     for target in dict.fromkeys(job.target for job in jobs):
         mine = [job for job in jobs if job.target == target]
-        if ctx.fleets[target].remote:
-            records += _unmeasured(mine, "language models are measured on this machine only "
-                                   "for now (run `python -m runtimes lm-bench` on the device)")
-            continue
         speeds = _shared_speeds(mine, config, ctx, timed)
         if isinstance(speeds, str):
             records += _unmeasured(mine, speeds)
@@ -181,16 +185,16 @@ def measure_lm(jobs, config, ctx) -> list[dict]:
 
 
 def _shared_speeds(jobs, config, ctx, timed: dict) -> list[dict] | str:
-    """One target's speeds, or why it has none: targets measured by the same Python on the
+    """One target's speeds, or why it has none: targets measured in the same place on the
     same accelerator with the same settings share their runs (`timed`)."""
+    from compress.measure.client import Unavailable
     from runtimes.errors import ProviderUnavailable
-    target = jobs[0].target
-    where = Where(ctx, target)
-    prompt_tokens = _lm_settings(dict(ctx.targets)[target])[0]
+    where = Where(ctx, jobs[0].target)
+    prompt_tokens = _lm_settings(dict(ctx.targets)[jobs[0].target])[0]
     key = (where.key, jobs[0].threads, prompt_tokens, tuple(job.artifact.id for job in jobs))
     if key not in timed:
         try:
-            timed[key] = _speeds(jobs, config, ctx, target, where)
-        except ProviderUnavailable as exc:
-            timed[key] = f"not available in {where.python}: {exc}"
+            timed[key] = _speeds(jobs, config, ctx, where)
+        except (ProviderUnavailable, Unavailable) as exc:
+            timed[key] = f"not available in {where.label}: {exc}"
     return timed[key]

@@ -111,6 +111,24 @@ class SshPlace:
         self.host.times.run_s.append(wall)
         return _measurement(answer, self.label, wall)
 
+    def where(self, name: str) -> str:
+        """The path on the device of what stage() copied as `name`."""
+        return self.host.path(name)
+
+    def run_json(self, command: str, args: list[str], timeout: float) -> dict:
+        """`python -m runtimes <command> <args>` on the device (lm-bench: a language
+        model's tokens/s), its JSON line; Unavailable when it exits 3 there."""
+        started = time.perf_counter()
+        try:
+            answer = measure_in_subprocess(self.host.runner_command(args, timeout, command),
+                                           timeout, lambda **_: None, self.host)
+        except DeviceLost:
+            raise
+        except RemoteError as exc:   # ssh itself failed: the device, not the model
+            raise DeviceLost(str(exc)) from None
+        self.host.times.run_s.append(time.perf_counter() - started)
+        return answer
+
     def read(self, path: str) -> bytes:
         proc = self.host.connection.run(["cat", path], timeout=300, check=True)
         if proc.returncode != 0:

@@ -19,6 +19,7 @@ class Format:
     what: str                    # how an error names the path this format wants
     engine: str
     packages: tuple[str, ...]    # the distributions that bring the engine (its version)
+    modules: tuple[str, ...]     # what a device must import to run it (any one of them)
     accepts: Callable[[Path], bool]
     runtime: Callable[[], object]  # loads the engine's libraries (a clear error if missing)
     open: Callable               # (path, threads, provider=, **options) -> the stream calls
@@ -29,11 +30,12 @@ class Format:
 FORMATS = (
     Format("genai", "an onnxruntime-genai model folder (with its genai_config.json)",
            "onnxruntime-genai", ("onnxruntime-genai", "onnxruntime-genai-cuda"),
-           genai.accepts, genai.import_genai,
+           ("onnxruntime_genai",), genai.accepts, genai.import_genai,
            lambda path, threads, provider=None, **_: genai.GenaiModel(path, threads,
                                                                        provider),
            genai.folder_bytes, genai.kv_cache_bytes),
-    Format("gguf", "a .gguf file", "llama.cpp", ("llama-cpp-python",), llamacpp.accepts,
+    Format("gguf", "a .gguf file", "llama.cpp", ("llama-cpp-python",), ("llama_cpp",),
+           llamacpp.accepts,
            llamacpp.import_llama_cpp,
            lambda path, threads, **options: llamacpp.LlamaCppModel(path, threads, **options),
            llamacpp.file_bytes, llamacpp.kv_cache_bytes),

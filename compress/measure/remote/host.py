@@ -26,13 +26,16 @@ from compress.errors import RemoteError
 from compress.measure.remote.scripts import HOLD, PROBE
 from compress.measure.remote.ssh import SshConnection, SshSettings
 from runtimes import engines
+from runtimes.lm.formats import FORMATS as LM_FORMATS
 
 RUNNER_PACKAGE = Path(__file__).resolve().parents[3] / "runtimes"
 
-# module alternatives per need, and the pip name that provides each: numpy, and every
-# engine's own (runtimes.engines)
-_NEEDS = {"numpy": ("numpy",), **{e: engines.get(e).modules for e in engines.names()}}
-_PIP_NAME = {"numpy": "numpy", **{e: engines.get(e).pip for e in engines.names()}}
+# module alternatives per need, and the pip name that provides each: numpy, every
+# engine's own (runtimes.engines) and the language-model engines' (runtimes.lm.formats)
+_NEEDS = {"numpy": ("numpy",), **{e: engines.get(e).modules for e in engines.names()},
+          **{f.engine: f.modules for f in LM_FORMATS}}
+_PIP_NAME = {"numpy": "numpy", **{e: engines.get(e).pip for e in engines.names()},
+             **{f.engine: f.packages[0] for f in LM_FORMATS}}
 MIN_PYTHON = (3, 10)
 # A killed run's folder on the device is removed by the next run once it is this old
 # (seconds; a live run locks its folder within seconds of making it). Tests shorten it.
@@ -207,8 +210,10 @@ class RemoteHost:
     def path(self, name: str) -> str:
         return str(PurePosixPath(self.directory) / name)
 
-    def runner_command(self, runner_args: list[str], timeout_s: float) -> list[str]:
-        """Local argv running `python -m runtimes bench <runner_args>` in the directory.
+    def runner_command(self, runner_args: list[str], timeout_s: float,
+                       command: str = "bench") -> list[str]:
+        """Local argv running `python -m runtimes <command> <runner_args>` in the directory
+        (`bench`: a tensor model; `lm-bench`: a language model).
 
         `timeout` on the device stops the runner there even if this side goes away; it
         leads its own process group, whose id is kept in .pid so close() can stop a
@@ -216,7 +221,7 @@ class RemoteHost:
         runner's exit status on stderr ('@exit N'), because ssh itself answers 255 for a
         command killed by a signal (out of memory), as for a connection failure.
         """
-        runner = [self.facts["executable"], "-m", "runtimes", "bench", *runner_args]
+        runner = [self.facts["executable"], "-m", "runtimes", command, *runner_args]
         quoted = " ".join(shlex.quote(arg) for arg in runner)
         folder = shlex.quote(self.directory)
         # In a session of its own (setsid), the runner's first process writes its pid,
