@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-remote test-runs test-emulated accelerator-envs openvino-env qnn-env gpu-env efficientnet-gpu setup clean efficientnet engines prune-distill minilm tflite accuracy-aware search \
-	runner-overhead ssh-loopback fleet search-ray conformance memory emulated-pi slm slm-llama-cpp slm-parity slm-weight-only llama-cpp gemma3
+	runner-overhead ssh-loopback fleet search-ray conformance memory emulated-pi slm slm-gptq slm-llama-cpp slm-parity slm-weight-only llama-cpp gemma3
 
 setup: $(STAMP)
 
@@ -72,6 +72,11 @@ search-ray: $(STAMP)
 slm: $(STAMP)
 	$(PY) examples/slm/slm_models.py smollm2-135m runs/slm-models
 	$(VENV)/bin/compress run examples/slm/pipeline.yaml; test $$? -le 1  # 1: the builder's INT4 misses the budgets, as the report says
+
+# GPTQ (neural-compressor) beside the builder's INT4 files, calibrated on 2,048 tokens
+slm-gptq: $(STAMP)
+	$(PY) examples/slm/slm_models.py smollm2-135m runs/slm-models
+	$(VENV)/bin/compress run examples/slm/gptq.yaml; test $$? -le 1  # 1: INT4 files miss the budgets
 
 # The same through the GGUF route on llama.cpp (after make llama-cpp): its Q8_0, Q4_K_M
 # and Q4_0 beside two mixes measured here (examples/slm/llama_cpp.yaml)

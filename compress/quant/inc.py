@@ -194,6 +194,7 @@ def pack_matmul_nbits(source: Path, modules: dict, target: Path) -> int:
     from onnx import helper, numpy_helper
 
     from compress.quant.int4 import gemm_to_matmul
+    from compress.quant.nbits_pack import from_inc
 
     model = onnx.load(str(source))
     gemm_to_matmul(model)  # 2-D Linear layers export as Gemm
@@ -213,24 +214,14 @@ def pack_matmul_nbits(source: Path, modules: dict, target: Path) -> int:
             nodes.append(node)
             continue
         module = modules[name]
-        unpacked = module.unpack()
-        values = unpacked["int_weight"].numpy()
-        values = (values.astype(np.int32) + (8 if values.min() < 0 else 0)).astype(np.uint8)
-        n_out, k_in = values.shape
-        block = module.group_size
-        blocks = k_in // block
-        grouped = values.reshape(n_out, blocks, block)
-        packed = (grouped[..., 0::2] | (grouped[..., 1::2] << 4)).astype(np.uint8)
-        scales = unpacked["scales"].float().numpy().reshape(-1).astype(np.float32)
+        packed = from_inc(module.unpack(), module.group_size)
         inputs = [node.input[0], f"{node.input[1]}_Q4", f"{node.input[1]}_scales"]
-        new = [numpy_helper.from_array(packed, inputs[1]), numpy_helper.from_array(scales, inputs[2])]
-        zero = unpacked.get("zp")
-        if zero is not None:
-            zero = zero.numpy().astype(np.int32).astype(np.uint8)
-            zero = np.pad(zero, ((0, 0), (0, blocks % 2)))
-            zero_packed = (zero[:, 0::2] | (zero[:, 1::2] << 4)).astype(np.uint8).reshape(-1)
+        new = [numpy_helper.from_array(packed.packed, inputs[1]),
+               numpy_helper.from_array(packed.scales, inputs[2])]
+        if packed.zero_points is not None:
             inputs.append(f"{node.input[1]}_zero_points")
-            new.append(numpy_helper.from_array(zero_packed, inputs[3]))
+            new.append(numpy_helper.from_array(packed.zero_points, inputs[3]))
+        k_in, n_out, block = packed.k, packed.n, packed.block
         graph.initializer.extend(new)
         dropped.add(node.input[1])
         nodes.append(helper.make_node("MatMulNBits", inputs, list(node.output),

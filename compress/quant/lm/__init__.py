@@ -11,4 +11,5 @@ files for llama.cpp (its own types).
     stage.py        the quantize stage's lm-weight-only scheme: one width, or the measured mix
     measured.py     the measured mix as a stage runs it, for any route: what is recorded
     gguf_stage.py   the quantize stage's gguf scheme: llama.cpp's type, or a measured mix of two
+    gptq.py         GPTQ (neural-compressor's) on the torch model, its integers in the builder's INT4 file
 """

@@ -34,6 +34,13 @@ class GenaiRoute:
                              "cannot load when the output layer is at INT8 under its default "
                              "method and the embeddings are tied to it: use method k_quant "
                              "or rtn")
+        options = extra_options or {}
+        if (method == "default" and options.get("algo_config", "default") == "default"
+                and options.get("is_symmetric") is False and self._tied()):
+            raise ValueError("onnxruntime-genai's builder (0.18) writes a model onnxruntime "
+                             "cannot load for asymmetric INT4 under its default method when "
+                             "the embeddings are tied to the output layer: use method "
+                             "k_quant (asymmetric blocks), or symmetric: true")
         target = None
         if high_nodes or method != "default":
             # with Gather quantized, a model with tied embeddings reads them from the

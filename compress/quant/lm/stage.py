@@ -34,6 +34,8 @@ def quantize_lm(artifact, config, ctx) -> list[Output]:
     meta = {"scheme": config.scheme, "bits": config.bits, "method": config.method,
             "block_size": config.block_size, "symmetric": config.symmetric}
     try:
+        if config.method == "gptq":
+            return [Output(out, "genai", "int4", {**meta, **_gptq(route, config, ctx, out)})]
         if config.mix is None:
             ctx.progress.note(f"building INT{config.bits} weight-only ({config.method}, block "
                               f"{config.block_size}) with onnxruntime-genai's model builder")
@@ -41,9 +43,43 @@ def quantize_lm(artifact, config, ctx) -> list[Output]:
             precision = "int4-mixed" if config.method == "k_quant_mixed" else f"int{config.bits}"
             return [Output(out, "genai", precision, meta)]
         mix = _measured_mix(route, artifact, config, ctx, out)
-    except BuildFailed as exc:
+    except (BuildFailed, ValueError) as exc:   # ValueError: what the builder cannot make
         raise ModelError(str(exc)) from None
     return [Output(out, "genai", "int4-mixed", {**meta, "mix": mix})]
+
+
+def _gptq(route, config, ctx, out: Path) -> dict:
+    """GPTQ's INT4 file (compress/quant/lm/gptq.py): what was done, for the record."""
+    import time
+
+    from compress.quant.lm import gptq
+    from compress.quant.lm.genai_route import GenaiRoute
+    ids, started = list(ctx.lm_text().calibration), time.perf_counter()
+    if len(ids) < gptq.FEW_TOKENS:
+        ctx.progress.note(f"GPTQ on {len(ids)} calibration tokens: a layer with more inputs "
+                          f"than that gets a noisy Hessian; data.text.calibration_tokens: "
+                          f"2048 or more is safer")
+    work = ctx.out_dir / "gptq"
+    model, modules = gptq.gptq_model(route.hf_folder, ids, ctx.lm_text().window, config,
+                                     ctx.progress)
+    hf = gptq.save_dequantized(model, modules, route.hf_folder, work / "hf")
+    del model
+    dequantized = GenaiRoute(hf, work / "fp32")
+    ctx.progress.note("building the dequantized model's FP32 and INT4 files")
+    dequantized.build("fp32", work / "fp32")
+    # the output layer (and the embeddings tied to it) as the builder quantizes them:
+    # its asymmetric method for asymmetric GPTQ (its default one is symmetric only there)
+    base = "default" if config.symmetric else "k_quant"
+    dequantized.build("int4", out, method=base, extra_options={
+        "block_size": config.block_size, "is_symmetric": config.symmetric})
+    replaced = gptq.transplant(work / "fp32", out, modules)
+    if not replaced:
+        raise ModelError("GPTQ's layers match no weight of the builder's file (it transforms "
+                         "this architecture's weights): use method default, rtn or k_quant")
+    shutil.rmtree(work)
+    return {"algorithm": "gptq (neural-compressor)", "calibration_tokens": len(ids),
+            "modules": len(modules), "matmuls_replaced": replaced,
+            "seconds": round(time.perf_counter() - started, 1)}
 
 
 def _measured_mix(route, artifact, config, ctx, out: Path) -> dict:

@@ -89,10 +89,11 @@ class LMWeightOnly(WithMix):
         "lm-weight-only", description="lm-weight-only: a causal language model's weights at 8 "
         "or 4 bits through onnxruntime-genai's builder (an export.genai artifact)")
     bits: Literal[4, 8] = Field(4, description="the weights' width")
-    method: Literal["default", "rtn", "k_quant", "k_quant_mixed"] = Field(
+    method: Literal["default", "rtn", "k_quant", "k_quant_mixed", "gptq"] = Field(
         "default", description="the builder's method: default (round to nearest, MLAS), rtn, "
         "k_quant (a scale searched per block), k_quant_mixed (its fixed recipe: some layers "
-        "at 8 bits); with `mix:`, the base method of every width (not k_quant_mixed)")
+        "at 8 bits); with `mix:`, the base method of every width (not k_quant_mixed); gptq: "
+        "neural-compressor's GPTQ on data.text's calibration ids (bits 4, no mix)")
     block_size: Literal[16, 32, 64, 128, 256] = Field(32, description="weights per scale")
     symmetric: bool = Field(True, description="blocks without a zero point (the builder's "
                             "default)")
@@ -106,8 +107,11 @@ class LMWeightOnly(WithMix):
         if self.mix is not None and self.method == "k_quant_mixed":
             raise ValueError("mix: measures its own mix; k_quant_mixed is the builder's fixed "
                              "one: use method default, rtn or k_quant")
-        if self.bits == 8 and self.method == "k_quant_mixed":
-            raise ValueError("k_quant_mixed mixes 4 and 8 bits: set bits: 4")
+        if self.bits == 8 and self.method in ("k_quant_mixed", "gptq"):
+            raise ValueError(f"method {self.method} makes 4-bit weights: set bits: 4")
+        if self.mix is not None and self.method == "gptq":
+            raise ValueError("mix: measures the builder's methods (default, rtn, k_quant); "
+                             "gptq makes one width: leave mix out")
         return self
 
     def formats(self) -> dict[str, str]:

@@ -158,9 +158,15 @@ def test_a_mix_with_k_quant_mixed_is_refused_naming_the_methods_to_use():
     assert "k_quant_mixed" in message and "use method default, rtn or k_quant" in message
 
 
-def test_k_quant_mixed_at_8_bits_is_refused():
-    message = refused(with_quantize(bits=8, method="k_quant_mixed"))
-    assert "k_quant_mixed mixes 4 and 8 bits: set bits: 4" in message
+@pytest.mark.parametrize("method", ["k_quant_mixed", "gptq"])
+def test_a_4_bit_method_at_8_bits_is_refused(method):
+    message = refused(with_quantize(bits=8, method=method))
+    assert f"method {method} makes 4-bit weights: set bits: 4" in message
+
+
+def test_gptq_with_a_mix_is_refused():
+    message = refused(with_quantize(method="gptq", mix={"kl": 0.1}))
+    assert "gptq makes one width: leave mix out" in message
 
 
 def test_a_block_size_outside_the_builders_is_refused_listing_them():

@@ -110,19 +110,23 @@ def test_a_transformers_model_given_from_python_goes_through_the_same_stages(fir
     pipeline = {**_pipeline(tmp_path), "name": "tiny", "targets": ["host-cpu", "nvidia-gpu"],
                 "model": {"causal_lm": (model, tokenizer)}}
     pipeline["stages"] = [pipeline["stages"][0], pipeline["stages"][1],
+                          {"type": "quantize", "scheme": "lm-weight-only", "method": "gptq",
+                           "input": "float", "name": "gptq"},
                           {"type": "benchmark", "rounds": 1, "new_tokens": 4}]
     tiny = compress.run(pipeline, quiet=True)
-    source, exported = tiny.artifacts[0], tiny.artifacts[1]
+    source, exported, gptq = tiny.artifacts[0], tiny.artifacts[1], tiny.artifacts[3]
     assert source.meta["kind"] == "python" and source.meta["given"] == "LlamaForCausalLM"
     assert abs(exported.meta["parity"]["perplexity_increase"]) < 1e-3
-    assert {b["artifact"] for b in tiny.benchmarks} == {"float", "int8"}
+    # every Linear of the 2 layers by GPTQ; q, k and v fused in one node, so 5 nodes each
+    assert gptq.meta["modules"] == 14 and gptq.meta["matmuls_replaced"] == 10
+    assert {b["artifact"] for b in tiny.benchmarks} == {"float", "int8", "gptq"}
     import onnxruntime_genai
     if onnxruntime_genai.is_cuda_available():
         on_gpu = [b for b in tiny.benchmarks if b["target"] == "nvidia-gpu"]
         assert all(b["runtime"]["provider"] == "CUDAExecutionProvider" for b in on_gpu)
         return
     on_gpu = [v for v in tiny.report["verdicts"] if v["target"] == "nvidia-gpu"]
-    assert {v["artifact"] for v in on_gpu} == {"float", "int8"}
+    assert {v["artifact"] for v in on_gpu} == {"float", "int8", "gptq"}
     assert all(v["status"] == "unmeasured" and "the CPU build" in v["reason"] for v in on_gpu)
 
 
