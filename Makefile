@@ -7,7 +7,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
 .PHONY: demo test test-remote test-runs test-emulated accelerator-envs openvino-env qnn-env gpu-env efficientnet-gpu setup clean efficientnet engines prune-distill minilm tflite accuracy-aware search \
-	runner-overhead ssh-loopback fleet search-ray conformance memory emulated-pi slm slm-gptq slm-llama-cpp slm-parity slm-weight-only llama-cpp gemma3
+	runner-overhead ssh-loopback fleet search-ray conformance conformance-lm memory emulated-pi slm slm-gptq slm-llama-cpp slm-parity slm-weight-only llama-cpp gemma3
 
 setup: $(STAMP)
 
@@ -215,6 +215,11 @@ corpus: $(CORPUS_STAMP) examples/conformance/stateful/gru_step.onnx
 CONFORMANCE_ARGS ?=
 conformance: $(CORPUS_STAMP) examples/conformance/stateful/gru_step.onnx
 	$(PY) examples/conformance/run.py $(CONFORMANCE_ARGS)
+
+# The language models of the corpus (SmolLM2-135M; Gemma 3 270M after make gemma3) beside
+# onnxruntime-genai's builder INT4 by hand: writes docs/conformance_lm.md (about 20 min)
+conformance-lm: $(STAMP)
+	$(PY) examples/conformance/language_models.py $(CONFORMANCE_ARGS)
 
 # Anchors (examples/anchors): each CNN of the corpus quantized by the pipeline, by
 # quantize_static by hand, by NNCF and (TFLite) by ai-edge-quantizer's defaults, judged and

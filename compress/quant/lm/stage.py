@@ -79,6 +79,7 @@ def _gptq(route, config, ctx, out: Path) -> dict:
     shutil.rmtree(work)
     return {"algorithm": "gptq (neural-compressor)", "calibration_tokens": len(ids),
             "modules": len(modules), "matmuls_replaced": replaced,
+            "output_layer": f"the builder's {base} method",
             "seconds": round(time.perf_counter() - started, 1)}
 
 
