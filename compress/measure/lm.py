@@ -120,19 +120,20 @@ def _lm_settings(profile) -> tuple[int, int]:
     return profile.language_model.prompt_tokens, profile.language_model.context_tokens
 
 
-def _speeds(jobs, config, ctx, where: "Where") -> list[dict]:
-    """Every job of one target timed in fresh processes, in turn within each round: here
-    (or in the target's Python), or on its SSH device (lm_remote.py)."""
+def _speeds(jobs, config, ctx, where: "Where", point: tuple[int, int]) -> list[dict]:
+    """Every job of one target timed in fresh processes, in turn within each round, at
+    `point` (prompt tokens, threads): here (or in the target's Python), or on its SSH
+    device (lm_remote.py)."""
     from runtimes.lm.bench import Workload, measure_in_processes
-    target = jobs[0].target
-    prompt_tokens = _lm_settings(dict(ctx.targets)[target])[0]
-    work = Workload(prompt_tokens, config.new_tokens, jobs[0].threads,
+    (prompt_tokens, threads), target = point, jobs[0].target
+    work = Workload(prompt_tokens, config.new_tokens, threads,
                     list(ctx.lm_text().evaluation[:prompt_tokens]), where.provider)
     if where.remote:
         from compress.measure.lm_remote import remote_speeds
         return remote_speeds(jobs, config, ctx, work)
     on = f" on {where.provider.name}" if where.provider else ""
-    label = f"tokens/s on {target}{on} ({jobs[0].threads} threads, {config.rounds} rounds)"
+    label = (f"tokens/s on {target}{on} ({prompt_tokens}-token prompt, {threads} threads, "
+             f"{config.rounds} rounds)")
     with ctx.progress.task(label, len(jobs) * config.rounds) as advance:
         try:
             return measure_in_processes([ctx.path(job.artifact) for job in jobs], work,
@@ -166,35 +167,54 @@ def _unmeasured(jobs, why: str) -> list[dict]:
 
 def measure_lm(jobs, config, ctx) -> list[dict]:
     """The benchmark's records for a language model's jobs (see the module's docstring)."""
+    from compress.measure.lm_sweep import check_prompts
+    check_prompts(config.sweep, len(ctx.lm_text().evaluation) - 1)
     qualities, records, timed = quality_of(jobs, ctx), [], {}
     for target in dict.fromkeys(job.target for job in jobs):
         mine = [job for job in jobs if job.target == target]
-        speeds = _shared_speeds(mine, config, ctx, timed)
+        prompt_tokens, context = _lm_settings(dict(ctx.targets)[target])
+        speeds = _shared_speeds(mine, config, ctx, timed, (prompt_tokens, mine[0].threads))
         if isinstance(speeds, str):
             records += _unmeasured(mine, speeds)
             continue
-        context = _lm_settings(dict(ctx.targets)[target])[1]
-        for job, speed in zip(mine, speeds):
+        sweeps = _sweeps(mine, config, ctx, timed)
+        for job, speed, sweep in zip(mine, speeds, sweeps):
             settings = {"path": ctx.path(job.artifact), "context_tokens": context,
                         "new_tokens": config.new_tokens,
                         "runtime": {"engine": job.engine, "threads": job.threads,
                                     "version": speed.get("engine_version"),
                                     "provider": speed.get("provider")}}
             records.append(record(job, speed, qualities[job.artifact.id], settings))
+            if sweep:
+                records[-1]["language_model"]["sweep"] = sweep
     return records
 
 
-def _shared_speeds(jobs, config, ctx, timed: dict) -> list[dict] | str:
-    """One target's speeds, or why it has none: targets measured in the same place on the
-    same accelerator with the same settings share their runs (`timed`)."""
+def _sweeps(jobs, config, ctx, timed: dict) -> list[list[dict]]:
+    """Each job's points of the benchmark's `sweep:` (lm_sweep.py), in the order asked."""
+    from compress.measure.lm_sweep import sweep_point
+    found: list[list[dict]] = [[] for _ in jobs]
+    if config.sweep is None:
+        return found
+    main = (_lm_settings(dict(ctx.targets)[jobs[0].target])[0], jobs[0].threads)
+    for prompt_tokens, threads in config.sweep.points(*main):
+        speeds = _shared_speeds(jobs, config, ctx, timed, (prompt_tokens, threads))
+        for n, speed in enumerate(speeds if not isinstance(speeds, str) else ()):
+            found[n].append(sweep_point(speed, prompt_tokens, threads))
+    return found
+
+
+def _shared_speeds(jobs, config, ctx, timed: dict, point: tuple[int, int]) -> list[dict] | str:
+    """One target's speeds at `point` (prompt tokens, threads), or why it has none:
+    targets measured in the same place on the same accelerator at the same point share
+    their runs (`timed`)."""
     from compress.measure.client import Unavailable
     from runtimes.errors import ProviderUnavailable
     where = Where(ctx, jobs[0].target)
-    prompt_tokens = _lm_settings(dict(ctx.targets)[jobs[0].target])[0]
-    key = (where.key, jobs[0].threads, prompt_tokens, tuple(job.artifact.id for job in jobs))
+    key = (where.key, point, tuple(job.artifact.id for job in jobs))
     if key not in timed:
         try:
-            timed[key] = _speeds(jobs, config, ctx, where)
+            timed[key] = _speeds(jobs, config, ctx, where, point)
         except (ProviderUnavailable, Unavailable) as exc:
             timed[key] = f"not available in {where.label}: {exc}"
     return timed[key]

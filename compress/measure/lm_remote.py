@@ -32,7 +32,7 @@ def remote_speeds(jobs, config, ctx, workload) -> list[dict]:
         files.update(found)
         paths.append(name)
     engines = tuple(dict.fromkeys(job.engine for job in jobs))
-    place.stage(files, engines, note=ctx.progress.note)
+    place.hold(files, engines, note=ctx.progress.note)   # once per device, for every point
     paths = [place.where(name) for name in paths]
     runs: list[list[dict]] = [[] for _ in jobs]
     label = (f"tokens/s on {target} over SSH ({place.label}, {workload.threads} threads, "

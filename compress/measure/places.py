@@ -65,6 +65,7 @@ class SshPlace:
 
     def __init__(self, host):
         self.host = host
+        self._held: Optional[dict] = None   # what hold() copied there
         self.label = self.device = str(host.spec.ssh.address)
         self.emulated = host.spec.emulated
 
@@ -110,6 +111,17 @@ class SshPlace:
         wall = time.perf_counter() - started
         self.host.times.run_s.append(wall)
         return _measurement(answer, self.label, wall)
+
+    def hold(self, files: dict[Path, str], engines, note=print) -> dict[Path, str]:
+        """`files` on the device: stage() on the first call, add() what is missing on the
+        later ones (one temporary folder per device, which close() removes)."""
+        if self._held is None:
+            self._held = self.stage(files, engines, note)
+            return self._held
+        missing = {path: name for path, name in files.items() if path not in self._held}
+        if missing:
+            self._held.update(self.add(missing))
+        return self._held
 
     def where(self, name: str) -> str:
         """The path on the device of what stage() copied as `name`."""

@@ -50,6 +50,28 @@ def lm_benchmark_table(report: dict) -> list[str]:
     if noisy:
         lines += ["", "Runs spread by more than 5% (a figure to read with care): "
                   + "; ".join(noisy)]
+    return lines + _sweep(report)
+
+
+def _sweep(report: dict) -> list[str]:
+    """The benchmark's `sweep:` points beside each variant's own (budgets are judged at
+    the profile's point only)."""
+    rows = [(b, point) for b in report["benchmarks"]
+            for point in b["language_model"].get("sweep") or ()]
+    if not rows:
+        return []
+    lines = ["", "Speed at other prompt lengths and threads (`sweep:`; budgets are judged at "
+             "the profile's point above):", "",
+             "| target | artifact | prompt tokens | threads | decode tok/s | prefill tok/s | "
+             "time to first token ms | peak MB |", "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for b, point in rows:
+        flag = " †" if point["noisy"] else ""
+        lines.append(f"| {md(b['target'])} | {md(b['artifact'])} | {point['prompt_tokens']} | "
+                     f"{point['threads']} | {point['decode_tok_s']:.1f}{flag} | "
+                     f"{point['prefill_tok_s']:.0f} | {point['ttft_ms']:.1f} | "
+                     f"{point['peak_rss_mb']:.0f} |")
+    if any(point["noisy"] for _, point in rows):
+        lines += ["", "† its runs spread by more than 5%"]
     return lines
 
 

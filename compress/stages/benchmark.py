@@ -4,10 +4,9 @@ here never pollutes memory or timing; the same code runs on a device); a languag
 variants by compress/measure/lm.py."""
 from __future__ import annotations
 
-import dataclasses
 import math
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal, Optional
 
 from pydantic import (Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
@@ -15,6 +14,7 @@ from pydantic import (Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, Po
 
 from compress.measure.inputs import custom_score, write_inputs
 from compress.measure.lm import measure_lm
+from compress.measure.lm_sweep import LMSweep
 from compress.measure.copies import Copies
 from compress.measure.records import by_device, pool_rounds, record, spread
 from compress.measure.screen import Screen
@@ -43,6 +43,7 @@ class Benchmark(StageConfig):
         "FP32 baselines (default: every final artifact, i.e. one no later stage consumed)")
     new_tokens: PositiveInt = Field(64, description="language models: tokens generated per "
                                     "run (prompt: the profile's language_model.prompt_tokens)")
+    sweep: Optional[LMSweep] = Field(None, description="language models: more prompts, threads")
     skip_over_budget: bool = Field(
         False, description="do not time a variant for a target whose size budget its file "
         "misses, or whose accuracy budget its metric (from its first measurement) misses: "
@@ -117,7 +118,7 @@ def plan_jobs(candidates, targets, cores: dict[str, int],
                                    artifact.meta.get("inference_precision"))
             job = Job(artifact, is_baseline, target, engine, settings, device_flags(profile),
                       (where or {}).get(target, "here"))
-            jobs += [job] + [dataclasses.replace(job, engine=other, comparison=True)
+            jobs += [job] + [replace(job, engine=other, comparison=True)
                              for other in others]
     return jobs, skipped
 
@@ -196,8 +197,7 @@ class _Rounds:
             if round_index == 0:
                 self.screen.saw(job, result, self.keys[index], index)
             if job.engine == AUTO:  # the later rounds time the engine the probe chose
-                self.jobs[index] = dataclasses.replace(
-                    job, engine=result.engine_choice["chosen"])
+                self.jobs[index] = replace(job, engine=result.engine_choice["chosen"])
 
     def _measure_once(self, index: int, place, round_index: int) -> Measurement:
         """One round of one job on one device: the runner's result (its metric in the

@@ -1,7 +1,8 @@
 """A language model's tokens/s on an SSH target (compress/measure/lm_remote.py), against a
 real OpenSSH server on 127.0.0.1 (tests/sshd_server.py): the export's folder copied to
 the "device" with the runner, `python -m runtimes lm-bench` run there on the host's
-prompt ids, the record carrying the host, and the device's temporary folder removed."""
+prompt ids, the record carrying the host, the benchmark's `sweep:` point measured there
+too, and the device's temporary folder removed."""
 from __future__ import annotations
 
 import sys
@@ -57,7 +58,8 @@ def test_a_language_model_is_measured_on_the_ssh_target(sshd, tmp_path):
                           "calibration_tokens": 16, "window": 64}},
         "stages": [{"type": "export.genai", "name": "float", "parity_tokens": 64},
                    {"type": "quantize", "scheme": "lm-weight-only", "bits": 8, "name": "int8"},
-                   {"type": "benchmark", "rounds": 2, "new_tokens": 4}],
+                   {"type": "benchmark", "rounds": 2, "new_tokens": 4,
+                    "sweep": {"prompt_tokens": [16], "threads": [1]}}],
         "targets": ["host-cpu", target]}
     result = compress.run(pipeline, quiet=True)
     rows = {(b["artifact"], b["target"]): b for b in result.benchmarks}
@@ -65,10 +67,15 @@ def test_a_language_model_is_measured_on_the_ssh_target(sshd, tmp_path):
     for artifact in ("float", "int8"):
         there, here = rows[(artifact, "loopback")], rows[(artifact, "host-cpu")]
         assert there["remote"]["host"] == sshd.address and there["remote"]["copied_bytes"] > 0
-        assert there["remote"]["runs"] == 4          # 2 variants x 2 rounds
+        assert there["remote"]["runs"] == 8          # 2 variants x 2 rounds x 2 points
         assert there["language_model"]["rounds"] == 2 and there["torch_loaded"] is False
         assert there["language_model"]["decode_tok_s"] > 0
         # the device decodes the host's prompt ids: the same greedy picks
         assert there["language_model"]["generated_ids"] == here["language_model"]["generated_ids"]
         assert there["metric"] == here["metric"]      # quality is measured once, here
+        # the sweep's point, measured in the same place as the profile's
+        for row in (there, here):
+            point, = row["language_model"]["sweep"]
+            assert (point["prompt_tokens"], point["threads"]) == (16, 1)
+            assert point["decode_tok_s"] > 0 and point["peak_rss_mb"] > 0
     assert list(workdir.iterdir()) == []              # the device keeps nothing

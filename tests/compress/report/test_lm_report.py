@@ -280,3 +280,19 @@ def test_greedy_agreement_pools_the_prompts_tokens():
 
 def test_no_prompts_no_greedy_agreement():
     assert _greedy_agreement(Scripted({}), [], ()) is None
+
+
+def test_the_sweep_gets_its_own_table_after_the_benchmark(tmp_path):
+    made = row(genai_folder(tmp_path), "int4", 31.0)
+    made["language_model"]["sweep"] = [
+        {"prompt_tokens": 512, "threads": 2, "decode_tok_s": 28.5, "prefill_tok_s": 650.0,
+         "ttft_ms": 790.0, "peak_rss_mb": 330.0, "noisy": ["decode_tok_s"]}]
+    lines = lm_benchmark_table(report(tmp_path, made))
+    start = next(i for i, line in enumerate(lines) if "| prompt tokens | threads |" in line)
+    assert lines[start + 2] == "| host-cpu | int4 | 512 | 2 | 28.5 † | 650 | 790.0 | 330 |"
+    assert lines[-1] == "† its runs spread by more than 5%"
+
+
+def test_no_sweep_no_sweep_table(tmp_path):
+    lines = lm_benchmark_table(report(tmp_path, row(genai_folder(tmp_path), "int4", 31.0)))
+    assert not any("prompt tokens" in line for line in lines)
