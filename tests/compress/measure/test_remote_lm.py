@@ -9,21 +9,12 @@ import sys
 
 import pytest
 
+from tests.compress.measure.test_remote_target import sshd  # noqa: F401 - the fixture
 from tests.conftest import REPO
-from tests.sshd_server import start_sshd
 
 pytestmark = pytest.mark.remote
 pytest.importorskip("onnxruntime_genai")
 pytest.importorskip("gguf")
-
-
-@pytest.fixture(scope="module")
-def sshd(tmp_path_factory):
-    server = start_sshd(tmp_path_factory.mktemp("sshd"))
-    if isinstance(server, str):
-        pytest.skip(f"no OpenSSH server for the remote tests: {server}")
-    yield server
-    server.stop()
 
 
 def _tiny_llama():
