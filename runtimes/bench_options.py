@@ -10,7 +10,7 @@ from runtimes import engines, sysread
 from runtimes.cpus import parse_cpus
 from runtimes.engines import Settings
 from runtimes.errors import RuntimeInputError
-from runtimes.metrics import PRIMARY_KEYS
+from runtimes.metrics import PRIMARY_CHOICES
 from runtimes.power import AUTO_ORDER, METER_NAMES
 
 
@@ -21,7 +21,7 @@ class BenchOptions:
     runs: int = 100
     seconds: float = 0.0
     metric: str | None = None          # accuracy | fidelity | None (latency only)
-    primary: str = "top1_agreement"    # fidelity value budgets are checked on
+    primary: str = "auto"              # fidelity value budgets are checked on
     pairs: bool = False                # fidelity: rows 2i, 2i+1 are pairs (pair_spearman)
     eval_batch: int = 32               # batch for evaluation when the batch dim is dynamic
     progress: bool = False             # "@progress done total" lines on stderr
@@ -102,8 +102,8 @@ def parser() -> argparse.ArgumentParser:
 def _add_measurement(p: argparse.ArgumentParser) -> None:
     """The metric and what the report holds."""
     p.add_argument("--metric", choices=["accuracy", "fidelity"])
-    p.add_argument("--primary", default="top1_agreement",
-                   choices=list(PRIMARY_KEYS))
+    p.add_argument("--primary", default="auto",
+                   choices=list(PRIMARY_CHOICES))
     p.add_argument("--pairs", action="store_true", help="fidelity: rows 2i and 2i+1 are "
                    "pairs; also report pair_spearman (do the pairs keep their order)")
     p.add_argument("--eval-batch", type=positive_int, default=32)

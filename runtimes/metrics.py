@@ -9,7 +9,9 @@ model has its batch there; a 0-d output is one row).
   (the worst output) the mean cosine similarity of rows, the SQNR in dB, the mean and the
   max absolute error; top-1 agreement of the first output's rows; for paired data (rows
   2i and 2i+1, e.g. sentence pairs for an embedding model), whether the pairs keep their
-  similarity order (Spearman correlation of the pair similarities).
+  similarity order (Spearman correlation of the pair similarities); the number budgets
+  are checked on is, by default, each output's own judge (top-1 agreement for class
+  scores, cosine for the rest: output_kinds.py), the worst of them.
 
 Outputs that are all zeros never give NaN: two zero rows are identical (cosine 1), a zero
 row against a non-zero one is orthogonal (cosine 0), and SQNR is clamped to +-SQNR_CAP_DB.
@@ -21,10 +23,15 @@ from typing import Sequence
 
 import numpy as np
 
+from runtimes.output_kinds import judges
+
 FIDELITY_KEYS = ("top1_agreement", "cosine", "sqnr_db", "mean_abs_error", "max_abs_error",
                  "non_finite_values")
 # Higher is better for these; the drop a budget checks is baseline - value.
 PRIMARY_KEYS = ("top1_agreement", "cosine", "pair_spearman")
+# `auto`, the default: each output judged by the figure that fits it (output_kinds.py), the
+# worst of them the number budgets are checked on
+PRIMARY_CHOICES = ("auto", *PRIMARY_KEYS)
 SQNR_CAP_DB = 200.0   # identical outputs; float32 round-off alone stays far below it
 
 
@@ -140,8 +147,8 @@ def _first_rows(outputs: Sequence[Sequence]) -> np.ndarray:
 @dataclass(frozen=True)
 class Scoring:
     """How fidelity is scored: `primary`, the figure budgets are checked on (one of
-    PRIMARY_KEYS); `pairs`, rows 2i and 2i+1 are pairs (pair_spearman is reported)."""
-    primary: str = "top1_agreement"
+    PRIMARY_CHOICES; auto: per output, the figure that fits it); `pairs`, rows 2i and 2i+1 are pairs (pair_spearman is reported)."""
+    primary: str = "auto"
     pairs: bool = False
 
 
@@ -163,7 +170,21 @@ def evaluate(outputs, *, metric: str, labels=None, reference=None,
     details = feed_fidelity(outputs, reference, names)
     if scoring.pairs:
         details["pair_spearman"] = pair_spearman(_first_rows(outputs), _first_rows(reference))
+    if scoring.primary == "auto":
+        return _judged(details, reference)
     return {"name": scoring.primary, "value": details[scoring.primary], "details": details}
+
+
+def _judged(details: dict, reference) -> dict:
+    """Each output by its own judge; the value is the worst of the judged figures, named
+    after the judge when every output has the same one."""
+    per_output = details["outputs"]
+    chosen = judges(reference, list(per_output))
+    details["judges"] = {j.output: j.as_dict() for j in chosen}
+    values = [per_output[j.output][j.metric] for j in chosen]
+    kinds = {j.metric for j in chosen}
+    name = kinds.pop() if len(kinds) == 1 else "worst_output"
+    return {"name": name, "value": min(values, default=1.0), "details": details}
 
 
 def _as_list(value) -> list:

@@ -11,7 +11,7 @@ from pydantic.json_schema import SkipJsonSchema
 from compress.model.spec import CallableName, WithObjects
 from compress.core.pyobjects import PyData, PyObject, from_yaml
 from compress.stagebase import Strict
-from runtimes.metrics import PRIMARY_KEYS
+from runtimes.metrics import PRIMARY_CHOICES
 
 _SETTINGS = {"loader", "npz", "kwargs", "value"}
 
@@ -74,8 +74,11 @@ class Metric(WithObjects):
         "agreement with the original model's outputs, for any model (per output and overall: "
         "cosine, SQNR in dB, mean and max absolute error; top-1 agreement); custom: your "
         "own function")
-    primary: Literal[PRIMARY_KEYS] = Field(  # type: ignore[valid-type]
-        "top1_agreement", description="for fidelity: the number budgets are checked on")
+    primary: Literal[PRIMARY_CHOICES] = Field(  # type: ignore[valid-type]
+        "auto", description="for fidelity: the number budgets are checked on; auto: each "
+        "output judged by the figure that fits it (top-1 agreement for class scores, cosine "
+        "for boxes, landmarks, embeddings and the like: docs/reference.md, Metric), the "
+        "worst of them")
     pairs: bool = Field(
         False, description="for fidelity: rows 2i and 2i+1 of the evaluation data are pairs "
         "(e.g. sentences); also report pair_spearman, the Spearman correlation of the "
@@ -95,7 +98,7 @@ class Metric(WithObjects):
         if self.primary == "pair_spearman" and not self.pairs:
             raise ValueError("primary: pair_spearman needs `pairs: true` (rows 2i and 2i+1 "
                              "of the evaluation data form pair i)")
-        if (self.pairs or self.primary != "top1_agreement") and self.type != "fidelity":
+        if (self.pairs or self.primary != "auto") and self.type != "fidelity":
             raise ValueError("primary and pairs apply to `type: fidelity`")
         if (self.function is None) == (self.type == "custom"):
             raise ValueError("type custom needs `function: module:fn`" if self.type == "custom"

@@ -5,7 +5,8 @@ from __future__ import annotations
 from compress.report.mdtext import fmt, md
 from compress.report.recommend_md import recommendation_lines
 from compress.report.md_tables import (artifact_table, benchmark_table, model_table,
-                                       placement_table, quantization_details)
+                                       judge_lines, placement_table,
+                                       quantization_details)
 from compress.report.fleet import fleet_lines
 from compress.report.md_lm import is_language_model, lm_benchmark_table, mix_details
 from compress.report.notes import (NO_NUMBER, hottest, how_measured, machine_text,
@@ -162,6 +163,6 @@ def render_markdown(report: dict) -> str:
              *fleet_lines(report),
              *_benchmark_section(report),
              *placement_table(report),
-             "## Verdicts", "", *_verdict_table(report), "",
+             "## Verdicts", "", *judge_lines(report), *_verdict_table(report), "",
              "## Manifest", "", *_manifest_lines(report)]
     return "\n".join(lines)

@@ -167,3 +167,18 @@ def quantization_details(report: dict) -> list[str]:
                       f"(scales included) over {format_count(weights['parameters'])} parameters; "
                       f"{weights['float_share']:.1%} stayed in float (largest: {biggest}).", ""]
     return lines
+
+
+def judge_lines(report: dict) -> list[str]:
+    """Which figure judged each output (fidelity with primary auto), and why: said once,
+    from the first measurement that has them (every measurement judges alike)."""
+    judges = next((b["metric"]["details"]["judges"] for b in report["benchmarks"]
+                   if ((b.get("metric") or {}).get("details") or {}).get("judges")), None)
+    if not judges:
+        return []
+    names = {"top1_agreement": "top-1 agreement", "cosine": "cosine similarity"}
+    lines = [f"- `{md(output)}`: {names.get(j['metric'], md(j['metric']))}, as {md(j['why'])}"
+             for output, j in judges.items()]
+    return ["Without labels each output is judged by the figure that fits it, the worst of "
+            "them checked against the budgets (`data.metric.primary` names one instead):",
+            "", *lines, ""]

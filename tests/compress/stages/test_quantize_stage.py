@@ -63,7 +63,14 @@ def test_dynamic_int8_on_an_onnx_matmul_model_with_fidelity(project, mlp_onnx):
     quantized = result.artifacts[-1]
     assert _ops(result.run_dir / quantized.path)["MatMulInteger"] >= 1
     int8 = next(b for b in result.benchmarks if b["artifact"] == quantized.id)
-    assert int8["metric"]["name"] == "top1_agreement"
+    # no labels: the trained classifier's scores are judged by top-1 agreement, and the
+    # report says so and why
+    [judged] = int8["metric"]["details"]["judges"].values()
+    assert int8["metric"]["name"] == "top1_agreement", judged
+    [judged] = int8["metric"]["details"]["judges"].values()
+    assert judged["metric"] == "top1_agreement" and "stands out" in judged["why"]
+    assert "top-1 agreement, as its top entry stands out" in \
+        (result.run_dir / "report.md").read_text()
     assert int8["metric"]["details"]["cosine"] > 0.99
     assert int8["metric"]["value"] >= 0.95
     baseline = next(b for b in result.benchmarks if b["baseline"])
