@@ -16,7 +16,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import subprocess
 import sys
 import time
 
@@ -27,7 +26,8 @@ from runtimes.bench_metric import evaluate_feeds, layout
 from runtimes.bench_options import BenchOptions, options_from, parser
 from runtimes.bench_report import print_human
 from runtimes.cpus import available_cpus, pin
-from runtimes.engine_choice import AUTO, choose
+from runtimes.bench_auto import bench_auto
+from runtimes.engine_choice import AUTO
 from runtimes.errors import RuntimeInputError
 from runtimes.hostinfo import describe_host
 from runtimes.loader import model_files
@@ -222,7 +222,9 @@ def main(argv: list[str] | None = None) -> int:
             if meter is not None:  # the measuring process opens its own
                 meter.close()
                 meter = None
-            return _bench_auto(args, opts, sys.argv[1:] if argv is None else argv)
+            raw = _read_inputs(args.inputs)
+            return bench_auto(args, opts, sys.argv[1:] if argv is None else argv,
+                              lambda session: _timed_feeds(session, raw, opts)[0])
         result = bench(args.model, args.inputs, opts, eval_inputs=args.eval_inputs,
                        meter=meter, meter_note=note)
     except RuntimeInputError as exc:
@@ -231,34 +233,6 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         if meter is not None:
             meter.close()
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print_human(result)
-    return 0
-
-
-def _bench_auto(args, opts: BenchOptions, argv: list[str]) -> int:
-    """--engine auto: probe the engines here (engine_choice.py), then measure with the
-    fastest in a fresh runner process, whose result gains the probe's record."""
-    if opts.cpus:
-        pin(list(opts.cpus))    # the probe runs where the measurement will
-    raw = _read_inputs(args.inputs)
-    choice = choose(args.model, opts.settings, lambda session: _timed_feeds(session, raw, opts)[0])
-    print(f"engine auto: {choice['chosen']} ("
-          + ", ".join(f"{p['engine']} {p['p50_ms']:.3f} ms" if "p50_ms" in p else
-                      f"{p['engine']} unavailable" for p in choice["probes"]) + ")",
-          file=sys.stderr, flush=True)
-    # the same arguments with the engine chosen: argparse keeps an option's last value;
-    # placement only where the chosen engine makes it worth reporting (as when named)
-    if not engines.get(choice["chosen"]).accelerated(opts.settings):
-        argv = [arg for arg in argv if arg != "--placement"]
-    done = subprocess.run([sys.executable, "-m", "runtimes", "bench", *argv, "--json",
-                           "--engine", choice["chosen"]], stdout=subprocess.PIPE, text=True)
-    if done.returncode != 0:
-        sys.stdout.write(done.stdout)
-        return done.returncode
-    result = {**json.loads(done.stdout.strip().splitlines()[-1]), "engine_choice": choice}
     if args.json:
         print(json.dumps(result))
     else:

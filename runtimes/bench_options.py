@@ -22,6 +22,7 @@ class BenchOptions:
     seconds: float = 0.0
     metric: str | None = None          # accuracy | fidelity | None (latency only)
     primary: str = "auto"              # fidelity value budgets are checked on
+    min_metric: float | None = None    # engine auto: the metric an engine must reach
     pairs: bool = False                # fidelity: rows 2i, 2i+1 are pairs (pair_spearman)
     eval_batch: int = 32               # batch for evaluation when the batch dim is dynamic
     progress: bool = False             # "@progress done total" lines on stderr
@@ -107,6 +108,8 @@ def _add_measurement(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pairs", action="store_true", help="fidelity: rows 2i and 2i+1 are "
                    "pairs; also report pair_spearman (do the pairs keep their order)")
     p.add_argument("--eval-batch", type=positive_int, default=32)
+    p.add_argument("--min-metric", type=float, help="with --engine auto: measure the next "
+                   "fastest engine while the metric is under this (the budget's floor)")
     p.add_argument("--progress", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--samples", action="store_true", help="include every latency in the JSON")
 
@@ -163,7 +166,7 @@ def options_from(args: argparse.Namespace, sysfs_root: str) -> BenchOptions:
         metric=args.metric, primary=args.primary, eval_batch=args.eval_batch,
         progress=args.progress, samples=args.samples, nhwc=args.nhwc,
         engine=args.engine, settings=engines.settings_from(args, args.threads),
-        pairs=args.pairs, sysfs_root=sysfs_root,
+        pairs=args.pairs, sysfs_root=sysfs_root, min_metric=args.min_metric,
         # '' is no CPU list either: parse_cpus says so, rather than pinning nothing
         cpus=tuple(parse_cpus(args.cpus)) if args.cpus is not None else None,
         placement=args.placement, save_outputs=args.save_outputs)

@@ -17,3 +17,11 @@ class ProviderUnavailable(RuntimeInputError):
     run on the CPU in its place."""
 
     exit_code = 3
+
+
+class EngineCannotOpen(RuntimeInputError):
+    """This engine cannot open this model (its converter or kernels lack an op the model
+    uses), where another engine may: the pipeline leaves the engine out for the model,
+    with this message as the reason, and measures the model on the engines that open it."""
+
+    exit_code = 4

@@ -16,7 +16,7 @@ import os
 
 import numpy as np
 
-from runtimes.errors import ProviderUnavailable, RuntimeInputError
+from runtimes.errors import EngineCannotOpen, ProviderUnavailable, RuntimeInputError
 from runtimes.session import Session, TensorSpec
 
 PRECISIONS = {"f32": "f32", "bf16": "bf16", "f16": "f16"}   # ours -> OpenVINO's hint
@@ -51,7 +51,7 @@ def compile_model(path: str, threads: int | None, precision: str, device: str):
         return ov, core.compile_model(core.read_model(path), device, config)
     except Exception as exc:  # noqa: BLE001 - OpenVINO raises its own untyped errors
         said = " ".join(str(exc).split())[:400]
-        raise RuntimeInputError(f"OpenVINO cannot load {path} on {device}: {said}") from None
+        raise EngineCannotOpen(f"OpenVINO cannot load {path} on {device}: {said}") from None
 
 
 def _spec(port) -> TensorSpec:

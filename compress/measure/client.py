@@ -5,7 +5,9 @@ command); and which engine measures an artifact for a profile.
 
 The runner's exit codes: 0 a result (JSON, the last line of stdout), 2 the runner's own
 clear error (ModelError here), 3 the accelerator asked for is not on the measuring
-machine (Unavailable: the report says "unmeasured", never a number).
+machine (Unavailable: the report says "unmeasured", never a number), 4 the engine cannot
+open this model where another may (EngineLeftOut: the engine is left out for it, with
+the reason).
 """
 from __future__ import annotations
 
@@ -56,6 +58,30 @@ def engine_flags(engine: str, settings: engines.Settings, fmt: str) -> list[str]
     return ["--engine", engine] + [flag for e in chosen for flag in e.flags(settings)]
 
 
+def device_flags(profile) -> tuple[str, ...]:
+    """The runner's power-meter and pinning options for a profile."""
+    power, defaults = profile.power, type(profile.power)()
+    flags = []  # only what differs from the runner's own defaults (meter auto, idle 1 s)
+    for option, key in (("--meter", "meter"), ("--idle-seconds", "idle_seconds"),
+                        ("--meter-command", "command"), ("--meter-rail", "rail"),
+                        ("--meter-interval-ms", "interval_ms")):
+        value = getattr(power, key)
+        flags += [option, f"{value:g}" if isinstance(value, float) else str(value)] \
+            if value != getattr(defaults, key) else []
+    if profile.runtime.cpu_affinity:
+        flags += ["--cpus", ",".join(map(str, profile.runtime.cpu_affinity))]
+    return tuple(flags)
+
+
+def min_metric_flag(engine: str, max_drop: float | None, metric: dict) -> list[str]:
+    """With engine auto and an accuracy budget, the least metric the runner's chosen engine
+    must reach (the source's metric less the drop allowed), so that the engine is chosen
+    by the budget, not by speed alone (runtimes/bench_auto.py)."""
+    if engine != AUTO or max_drop is None or metric.get("custom"):
+        return []
+    return ["--min-metric", f"{metric['baseline'] - max_drop:.6g}"]
+
+
 def required_engine(engine: str, fmt: str) -> str:
     """The engine a measuring machine must have to measure `fmt` with `engine`: itself, or
     for AUTO the format's default engine, which the runner's probe always has to choose."""
@@ -75,6 +101,18 @@ def reports_placement(engine: str, settings: engines.Settings) -> bool:
 
 class Unavailable(Exception):
     """The runner's exit 3: the accelerator asked for is not on the measuring machine."""
+
+
+class EngineLeftOut(Unavailable):
+    """The runner's exit 4: the engine cannot open this model (an op its converter or
+    kernels lack); recorded like an absent accelerator, with the engine's own words."""
+
+
+def _left_out_or_unavailable(status: int, said: str) -> None:
+    if status == 4:
+        raise EngineLeftOut(_runner_error(said))
+    if status == 3:
+        raise Unavailable(_runner_error(said))
 
 
 def _runner_error(stderr: str) -> str:
@@ -121,8 +159,8 @@ def measure_in_subprocess(cmd: list, timeout: float, advance, host=None) -> dict
     stderr = "".join(stderr_lines).strip()
     if host is not None:
         _raise_for_remote_status(proc.returncode, stderr, host, timeout)
-    elif proc.returncode == 3:
-        raise Unavailable(_runner_error(stderr))
+    elif proc.returncode in (3, 4):
+        _left_out_or_unavailable(proc.returncode, stderr)
     elif proc.returncode == 2:
         raise ModelError(stderr.removeprefix("error: "))
     elif proc.returncode != 0:
@@ -147,8 +185,8 @@ def _raise_for_remote_status(returncode: int, stderr: str, host, timeout: float)
     if status == 137:
         raise ModelError(f"{where}: the runner was killed there (SIGKILL): most likely out of "
                          "memory (check `dmesg` on the device), else the timeout's last resort")
-    if status == 3:  # the accelerator asked for is not on that device
-        raise Unavailable(_runner_error(said))
+    # 3: the accelerator asked for is not on that device; 4: its engine cannot open this
+    _left_out_or_unavailable(status, said)
     if status == 2:  # the runner's own clear error (e.g. a named meter absent there)
         raise ModelError(f"{where}: {_runner_error(said)}")
     if status != 0:

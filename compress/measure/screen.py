@@ -34,7 +34,7 @@ class Screen:
         if self.memo is None:
             return None
         where = job.target if job.target in self.remote else "here"
-        parts = [job.artifact.sha256, job.engine, repr(job.settings), job.device_flags,
+        parts = [job.artifact.sha256, job.engine, repr(job.settings), job.device_flags, job.max_drop,
                  job.where, job.comparison, job.is_baseline, where, self.config]
         return hashlib.sha256(json.dumps(parts, default=str).encode()).hexdigest()
 

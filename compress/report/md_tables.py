@@ -86,8 +86,9 @@ def engine_baseline_table(report: dict) -> list[str]:
              "| target | baseline | engine | p50 ms | p90 ms |", "|---|---|---|---:|---:|"]
     for b in [*(x for x in report["benchmarks"] if x["baseline"]), *rows]:
         lat = b.get("latency_ms")
+        said = "left out (it cannot open the model)" if b.get("left_out") else "unmeasured"
         times = (f"{lat['p50']:.3f} | {lat['p90']:.3f}" if lat else
-                 f"unmeasured: {md(b.get('unmeasured'))} | —")
+                 f"{said}: {md(b.get('unmeasured'))} | —")
         lines.append(f"| {md(b['target'])} | {md(b['artifact'])} | {md(b['engine'])} | {times} |")
     return lines + [""]
 

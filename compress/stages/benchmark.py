@@ -19,8 +19,9 @@ from compress.measure.copies import Copies
 from compress.measure.records import by_device, pool_rounds, record, spread
 from compress.measure.screen import Screen
 from compress.measure.dispatch import Item, dispatch
-from compress.measure.client import (AUTO, Unavailable, baseline_engines, engine_flags, engine_for,
-                                reports_placement)
+from compress.measure.client import (AUTO, EngineLeftOut, Unavailable, baseline_engines,
+                                     device_flags, engine_flags, engine_for,
+                                     min_metric_flag, reports_placement)
 from compress.stagebase import StageConfig, register
 from runtimes import engines
 from runtimes.lm.formats import engine_of as lm_engine
@@ -68,6 +69,7 @@ class Job:
     engine: str                          # an engine's name, or measuring.AUTO
     settings: engines.Settings
     device_flags: tuple[str, ...] = ()   # power meter, CPU pinning: from the profile
+    max_drop: float | None = None        # the profile's accuracy_drop: engine auto weighs it
     where: str = "here"                  # the place that measures it: a target's own Python
     #                                      or device fleet (measurements shared only within)
     comparison: bool = False             # a baseline on another of the target's engines: only
@@ -76,21 +78,6 @@ class Job:
     @property
     def threads(self) -> int:
         return self.settings.threads
-
-
-def device_flags(profile) -> tuple[str, ...]:
-    """The runner's power-meter and pinning options for a profile."""
-    power, defaults = profile.power, type(profile.power)()
-    flags = []  # only what differs from the runner's own defaults (meter auto, idle 1 s)
-    for option, key in (("--meter", "meter"), ("--idle-seconds", "idle_seconds"),
-                        ("--meter-command", "command"), ("--meter-rail", "rail"),
-                        ("--meter-interval-ms", "interval_ms")):
-        value = getattr(power, key)
-        flags += [option, f"{value:g}" if isinstance(value, float) else str(value)] \
-            if value != getattr(defaults, key) else []
-    if profile.runtime.cpu_affinity:
-        flags += ["--cpus", ",".join(map(str, profile.runtime.cpu_affinity))]
-    return tuple(flags)
 
 
 def plan_jobs(candidates, targets, cores: dict[str, int],
@@ -117,7 +104,7 @@ def plan_jobs(candidates, targets, cores: dict[str, int],
             settings = runtime.settings(min(runtime.threads or usable, usable),
                                    artifact.meta.get("inference_precision"))
             job = Job(artifact, is_baseline, target, engine, settings, device_flags(profile),
-                      (where or {}).get(target, "here"))
+                      profile.budget.accuracy_drop, (where or {}).get(target, "here"))
             jobs += [job] + [replace(job, engine=other, comparison=True)
                              for other in others]
     return jobs, skipped
@@ -153,7 +140,7 @@ def _runner_args(paths: RunnerPaths, job: Job, config: Benchmark, metric,
         cmd += ["--eval", str(paths.evaluation)]
         if metric["custom"]:  # scored on this side, by the user's function
             return cmd + ["--save-outputs", paths.outputs]
-        cmd += ["--metric", metric["name"]]
+        cmd += ["--metric", metric["name"], *min_metric_flag(job.engine, job.max_drop, metric)]
         if metric.get("primary"):
             cmd += ["--primary", metric["primary"]]
         if metric.get("pairs"):
@@ -187,10 +174,11 @@ class _Rounds:
                 return
         try:
             result = self._measure_once(index, place, round_index)
-        except Unavailable as exc:
+        except Unavailable as exc:   # EngineLeftOut: that engine cannot open the model
+            said = "left out" if isinstance(exc, EngineLeftOut) else "unmeasured"
             with self.lock:
-                self.done[index] = _untimed(job, unmeasured=str(exc))
-            self.ctx.progress.note(f"{job.artifact.id} on {job.target}: unmeasured: {exc}")
+                self.done[index] = _untimed(job, unmeasured=str(exc), left_out=said != "unmeasured")
+            self.ctx.progress.note(f"{job.artifact.id} on {job.target}: {said}: {exc}")
             return
         with self.lock:
             self.rounds[index].append(result)
