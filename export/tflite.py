@@ -54,10 +54,23 @@ def convert_fp32(model, example_inputs: Sequence, path: Path, channels_last: boo
         raise ConversionFailed(_explain(exc)) from exc
 
 
-def signature_inputs(path: Path) -> list[str]:
+def signature(path: Path) -> tuple[str | None, list[str]]:
+    """The key and input names of the signature ai-edge-quantizer calibrates through
+    (serving_default, else the file's first); a file without any SignatureDef (TF 1.x
+    converters, MediaPipe) gives (None, its subgraph's input tensor names): the quantize
+    stage adds one first (compress/quant/tflite_normalise.py)."""
     from ai_edge_litert.interpreter import Interpreter
-    signatures = Interpreter(model_path=str(path)).get_signature_list()
-    return signatures["serving_default"]["inputs"]
+    interpreter = Interpreter(model_path=str(path))
+    signatures = interpreter.get_signature_list()
+    if not signatures:
+        return None, [d["name"] for d in interpreter.get_input_details()]
+    key = "serving_default" if "serving_default" in signatures else next(iter(signatures))
+    return key, signatures[key]["inputs"]
+
+
+def signature_inputs(path: Path) -> list[str]:
+    """The input names calibration samples are keyed by (signature)."""
+    return signature(path)[1]
 
 
 # How an int8 tensor's range is taken from the calibration feeds. Which is better depends
@@ -93,9 +106,9 @@ def quantize_int8(fp32: Path, targets: dict[str, Path], calibration: list[dict])
     with _quiet():
         from ai_edge_quantizer import calibrator, quantizer as aeq, recipe
         qt = aeq.Quantizer(str(fp32), recipe.static_wi8_ai8())
-        names = signature_inputs(fp32)
+        signature_key, names = signature(fp32)
         samples = [{name: feed[key] for name, key in zip(names, feed)} for feed in calibration]
-        tracked = _calibrated(qt, calibrator, fp32, samples)
+        tracked = _calibrated(qt, calibrator, fp32, samples, signature_key or "serving_default")
         extremes = output_extremes(fp32, calibration, tracked)
         for name, target in targets.items():
             low, high = RANGES[name]
@@ -106,12 +119,14 @@ def quantize_int8(fp32: Path, targets: dict[str, Path], calibration: list[dict])
                                                                           overwrite=True)
 
 
-def _calibrated(qt, calibrator, fp32: Path, samples: list[dict]) -> dict:
-    """Each tensor's ranges, both kinds (_both_ranges), from one pass over `samples`.
+def _calibrated(qt, calibrator, fp32: Path, samples: list[dict],
+                key: str = "serving_default") -> dict:
+    """Each tensor's ranges, both kinds (_both_ranges), from one pass over `samples`
+    (through the signature `key`).
     The quantizer's own calibrate() takes no update function, so its Calibrator is built
     here; should a later version change that class, its calibrate() is used, and the
     "minmax" file is then the "average" one."""
-    threads, data = os.cpu_count() or 1, {"serving_default": samples}
+    threads, data = os.cpu_count() or 1, {key: samples}
     try:
         run = calibrator.Calibrator(str(fp32), num_threads=threads, qsv_update_func=_both_ranges)
         run.calibrate(data, qt._recipe_manager)

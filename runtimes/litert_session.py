@@ -101,9 +101,17 @@ def input_specs(details: list[dict]) -> tuple[TensorSpec, ...]:
 
 
 def load_error(path: str, exc: Exception) -> RuntimeInputError:
+    text = str(exc).strip().splitlines()[0]
+    if "unresolved custom op" in text:
+        # e.g. MediaPipe's Convolution2DTransposeBias: XNNPACK, LiteRT's default delegate,
+        # runs it; the built-in kernels alone (xnnpack off) have none
+        return RuntimeInputError(
+            f"LiteRT cannot load {path}: {text} The op has no built-in kernel: it runs "
+            "where a delegate takes it (XNNPACK, on unless xnnpack is turned off) or with a "
+            "LiteRT build that registers it")
     return RuntimeInputError(
-        f"LiteRT cannot load {path}: {str(exc).strip().splitlines()[0]}. Check that "
-        "the file is a complete .tflite model (re-export it)")
+        f"LiteRT cannot load {path}: {text}. Check that the file is a complete .tflite "
+        "model (re-export it)")
 
 
 def new_interpreter(path: str, threads: int | None = None, xnnpack: bool = True,

@@ -135,14 +135,17 @@ def _weights_as_inputs(header):
 
 
 def check_tflite_file(path: Path) -> dict:
-    """The file loads in LiteRT. Returns its tensor report (dtypes, float32 tensors, I/O
-    quantization)."""
+    """The file loads in LiteRT as apps open it: the default op resolver and its
+    delegates, so a custom op that LiteRT provides through XNNPACK (MediaPipe's
+    Convolution2DTransposeBias) loads too. Returns its tensor report (dtypes, float32
+    tensors, I/O quantization)."""
+    from export.quiet import native_output_hidden
     from runtimes.errors import RuntimeInputError
     from runtimes.loader import load
     if not path.is_file():
         raise ModelError(f"model.tflite: file not found: {path}")
     try:
-        with load(str(path), engine="litert", xnnpack=False):  # no delegate log
+        with native_output_hidden(), load(str(path), engine="litert"):  # the delegate's log
             pass
     except RuntimeInputError as exc:
         raise ModelError(f"model.tflite: {exc}") from None

@@ -42,6 +42,33 @@ def builtin_code(model, op) -> int:
     return max(code.builtinCode, code.deprecatedBuiltinCode)
 
 
+def op_name(model, op) -> str:
+    """An op's name: its builtin operator's (PRELU), or a custom op's own."""
+    code = model.operatorCodes[op.opcodeIndex]
+    if builtin_code(model, op) == schema().BuiltinOperator.CUSTOM and code.customCode:
+        return code.customCode.decode()
+    names = {v: k for k, v in vars(schema().BuiltinOperator).items() if not k.startswith("_")}
+    return names.get(builtin_code(model, op), str(builtin_code(model, op)))
+
+
+def float_ops(content: bytes) -> dict[str, int]:
+    """The ops of a quantized file that compute in float32 (an input or output float32),
+    by name and count; the QUANTIZE and DEQUANTIZE ops at their borders not counted."""
+    graphs = schema()
+    model = graphs.ModelT.InitFromObj(graphs.Model.GetRootAs(content, 0))
+    borders = {graphs.BuiltinOperator.QUANTIZE, graphs.BuiltinOperator.DEQUANTIZE}
+    found: dict[str, int] = {}
+    for graph in model.subgraphs:
+        for op in graph.operators:
+            tensors = [graph.tensors[i] for i in [*op.inputs, *op.outputs] if i >= 0]
+            if builtin_code(model, op) in borders or not any(
+                    t.type == graphs.TensorType.FLOAT32 for t in tensors):
+                continue
+            name = op_name(model, op)
+            found[name] = found.get(name, 0) + 1
+    return found
+
+
 def correctable_layers(float_model: bytes, quantized: bytes) -> list[Layer]:
     """Conv / depthwise conv / fully connected ops with an int32 bias, in graph order,
     matched to the float model's tensor of the same name."""
@@ -94,6 +121,9 @@ def buffer_views(model: bytearray, buffers: list[int], dtype) -> list[np.ndarray
 
 
 def interpreter(content: bytes, threads: int):
+    """The built-in kernels without delegates, as keeping every tensor requires (LiteRT
+    drops the default delegates itself then). The float file it reads is the normalised
+    one (tflite_normalise.py), whose custom ops that only XNNPACK ran are builtins."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
     model = Interpreter(
         model_content=bytes(content), num_threads=threads,

@@ -167,7 +167,29 @@ def quantization_details(report: dict) -> list[str]:
                       f"{weights['effective_bits_per_weight']:.2f} bits per weight on average "
                       f"(scales included) over {format_count(weights['parameters'])} parameters; "
                       f"{weights['float_share']:.1%} stayed in float (largest: {biggest}).", ""]
+        lines += _tflite_form_lines(name, meta)
     return lines
+
+
+NORMALISED = {"signature_added": "a `serving_default` signature added (the file had none)",
+              "op_codes_moved": "{} op codes read from the legacy `deprecated_builtin_code`",
+              "fp16_weights_dequantized": "{} float16 weights made float32 first",
+              "custom_ops_replaced": "custom ops made builtins: {}"}
+
+
+def _tflite_form_lines(name: str, meta: dict) -> list[str]:
+    """A TFLite file rewritten before ai-edge-quantizer, and ops left in float32."""
+    done = [NORMALISED[key].format(md(", ".join(f"{k} x{v}" for k, v in value.items()))
+                                   if isinstance(value, dict) else value)
+            for key, value in (meta.get("normalised") or {}).items() if key in NORMALISED]
+    left = meta.get("float_ops") or {}
+    if not done and not left:
+        return []
+    words = [f"The source file was rewritten for the quantizer: {'; '.join(done)}."] if done else []
+    if left:
+        words.append("Mixed int8: these ops stayed float32 (ai-edge-quantizer has no int8 for "
+                     f"them): {md(', '.join(f'{op} x{n}' for op, n in left.items()))}.")
+    return [f"### {md(name)}: the TFLite file", "", " ".join(words), ""]
 
 
 def judge_lines(report: dict) -> list[str]:
