@@ -156,9 +156,21 @@ def _onnx(source: Path, config, ctx) -> list[Output]:
     for temporary in {prepared, fixed, upgraded} - {source}:
         temporary.unlink()
     meta.update(_described(config, source, target, int8),
+                **_float_layers(target, ctx, int8 and header is None),
                 **{key: value for key, value in (("opset_upgraded", opset),
                                                  ("static_shapes", shapes)) if value})
     return [Output(target, "onnx", spec.precision, meta)]
+
+
+def _float_layers(target: Path, ctx, wanted: bool) -> dict:
+    """The INT8 file's layers that still compute in float, with their measured share of its
+    time (compress/quant/float_layers.py); none for other precisions and streamed files."""
+    if not wanted:
+        return {}
+    from compress.quant.float_layers import float_layers
+    feeds, _ = ctx.sample_feeds(1)
+    found = float_layers(target, feeds[0] if feeds else None)
+    return {"float_layers": found} if found else {}
 
 
 def _described(config, source: Path, target: Path, int8: bool) -> dict:

@@ -1,0 +1,60 @@
+"""The layers of an INT8 ONNX file that still compute in float, named with why and with
+their share of the file's time, measured (runtimes/op_time.py): an LSTM that int8-static
+leaves float can be most of an "INT8" model's time, and the user should read that, not
+guess it from a 1.00x speed-up.
+
+A node computes in float when its op has no int8 kernel in onnxruntime's QDQ execution
+(LSTM, GRU, RNN: int8-static leaves them float whatever surrounds them), or when it is
+one of the ops int8 exists for but its data input is not dequantized from int8 (the
+quantizer left it out: excluded, an unsupported input, a dynamic-int8 MatMul of two
+activations)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+# why each kind of node stays float: knowledge about onnxruntime's quantizers, as data
+NO_INT8_KERNEL = {
+    "LSTM": "onnxruntime has no int8 LSTM under static (QDQ) quantization; int8-dynamic "
+            "quantizes its weights (DynamicQuantizeLSTM): score that variant",
+    "GRU": "onnxruntime has no int8 GRU kernel, static or dynamic",
+    "RNN": "onnxruntime has no int8 RNN kernel, static or dynamic",
+}
+LEFT_FLOAT = {
+    "Conv": "its input is not quantized (excluded, or the quantizer left it out)",
+    "ConvTranspose": "its input is not quantized (excluded, or the quantizer left it out)",
+    "Gemm": "its input is not quantized (excluded, or the quantizer left it out)",
+    "MatMul": "its input is not quantized (excluded, or both inputs are activations, "
+              "which int8-dynamic does not quantize)",
+    "PRelu": "its input is not quantized (the quantizer has no int8 PRelu here)",
+}
+PROFILE_RUNS = 10
+
+
+def _float_nodes(model) -> list[tuple]:
+    """(node, why) for each node that computes in float."""
+    dequantized = {out for node in model.graph.node if node.op_type == "DequantizeLinear"
+                   for out in node.output}
+    found = []
+    for node in model.graph.node:
+        if node.op_type in NO_INT8_KERNEL:
+            found.append((node, NO_INT8_KERNEL[node.op_type]))
+        elif node.op_type in LEFT_FLOAT and node.input and node.input[0] not in dequantized:
+            found.append((node, LEFT_FLOAT[node.op_type]))
+    return found
+
+
+def float_layers(path: Path, feed: dict | None, threads: int = 1) -> list[dict]:
+    """[{node, op, why, time_share}] of the INT8 file at `path`; time_share is measured on
+    `feed` (one model call) when there is one, else None, as it is for a node that
+    onnxruntime fused away."""
+    import onnx
+    model = onnx.load(str(path), load_external_data=False)
+    found = _float_nodes(model)
+    if not found:
+        return []
+    shares = {}
+    if feed is not None:
+        from runtimes.op_time import node_time_shares
+        shares = node_time_shares(str(path), feed, PROFILE_RUNS, threads)
+    return [{"node": node.name, "op": node.op_type, "why": why,
+             "time_share": shares.get(node.name)} for node, why in found]
