@@ -13,7 +13,7 @@ NO_METER = "no-meter"
 METERED = ("energy_mj", "power_w")
 # the unit each budget is written in (the report prints it after the number)
 UNITS = {"latency_p90_ms": "ms", "peak_memory_mb": "MB", "model_size_mb": "MB",
-         "energy_mj": "mJ", "power_w": "W", "accuracy_drop": "",
+         "energy_mj": "mJ", "power_w": "W", "accuracy_drop": "", "output_sqnr_db": "dB",
          # a language model's (profile.language_model, and the memory fit)
          "decode_tokens_per_s": "tok/s", "time_to_first_token_ms": "ms",
          "perplexity_increase": "", "kl_mean": "nats", "weights_and_kv_cache_mb": "MB"}
@@ -37,6 +37,11 @@ class Verdict:
 
 def _metric_drop(m: dict) -> Optional[float]:
     return (m.get("metric") or {}).get("drop")
+
+
+def _output_sqnr(m: dict) -> Optional[float]:
+    details = (m.get("metric") or {}).get("details") or {}
+    return details.get("sqnr_db")
 
 
 def _language_model(key: str) -> Callable[[dict], Optional[float]]:
@@ -80,6 +85,9 @@ class _Reader(NamedTuple):
     # why the number was taken under other conditions than the budget's ("" if it was not)
     mismatch: Callable[[dict, Profile], str] = lambda m, profile: ""
     fail_reason: Callable[[dict, Profile], str] = lambda m, profile: ""
+    # judged only where there is a number: a limit every profile has by default (the
+    # fidelity floor) says nothing of a run without evaluation data
+    optional: bool = False
 
 
 # a tensor model's budget (profile.budget)
@@ -90,6 +98,9 @@ _READERS: dict[str, _Reader] = {
     "energy_mj": _Reader(lambda m: m.get("energy_mj"), True),
     "power_w": _Reader(lambda m: (m.get("power") or {}).get("mean_w"), True),
     "accuracy_drop": _Reader(_metric_drop, True),
+    # a broken file is broken on every machine: judged where measured, on the device or not
+    "output_sqnr_db": _Reader(_output_sqnr, False, at_least=True, optional=True,
+                              fail_reason=lambda m, profile: "under the fidelity floor"),
 }
 # the weights and the KV cache of profile.language_model.context_tokens against the
 # device's memory (device.memory_mb): arithmetic on the file, the same everywhere
@@ -114,7 +125,7 @@ AT_LEAST = frozenset(key for table in (_READERS, _LM_READERS)
                      for key, reader in table.items() if reader.at_least)
 NO_EVALUATION = "no evaluation data in the pipeline (data.evaluation)"
 _NO_NUMBER = {"accuracy_drop": NO_EVALUATION, "perplexity_increase": NO_EVALUATION,
-              "kl_mean": NO_EVALUATION}
+              "kl_mean": NO_EVALUATION, "output_sqnr_db": NO_EVALUATION}
 
 
 def _limits(profile: Profile, language: bool) -> tuple[dict[str, float], dict[str, _Reader]]:
@@ -179,6 +190,8 @@ def check(measurement: dict, profile: Profile, artifact: str, target: str) -> li
     for key, limit in limits.items():
         reader = readers[key]
         value = reader.read(measurement)
+        if value is None and reader.optional:
+            continue
         mismatch = reader.mismatch(measurement, profile) if value is not None else ""
         if value is None:
             status, reason = _unmeasured(key, measurement, profile)
@@ -217,6 +230,8 @@ def _unmeasured_in(profile: Profile, language: bool, header: tuple[str, str, str
     limits, readers = _limits(profile, language)
     verdicts = []
     for key, limit in limits.items():
+        if key not in known and readers[key].optional:
+            continue
         if key in known:
             status, why = _judge(readers[key], known[key], limit, {}, profile)
             verdicts.append(Verdict(artifact, target, key, limit, known[key], status, why))

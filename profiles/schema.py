@@ -174,6 +174,13 @@ class Export(Strict):
         "pipeline does not set one")
 
 
+# The fidelity floor's default, in dB of the worst output's SQNR: the corpus's INT8 files
+# that keep their quality score 17.1 to 40.6 dB on their evaluation data (docs/
+# conformance.md), broken ones (a detector whose stem channels span 0.08 to 45, a power
+# spectrum before a Log) 1-3 dB; int8-static's recovery aims at the same floor.
+FLOOR_DB = 10.0
+
+
 class Budget(Strict):
     latency_p90_ms: Optional[PositiveFloat] = None
     peak_memory_mb: Optional[PositiveFloat] = Field(
@@ -185,6 +192,11 @@ class Budget(Strict):
         None, description="mean power the device draws while it runs the model")
     accuracy_drop: Optional[float] = Field(
         None, ge=0, description="largest allowed drop of the metric below the original model")
+    output_sqnr_db: Optional[float] = Field(
+        FLOOR_DB, description="a floor: every output of a variant keeps at least this SQNR "
+        "(dB) against the original model's on the evaluation data (the worst output is "
+        "judged); under it a variant is never recommended, whatever its metric says. null: "
+        "no floor. docs/reference.md, \"The fidelity floor\"")
 
     def limits(self) -> dict[str, Optional[float]]:
         """{budget key: limit or None (not budgeted)}."""

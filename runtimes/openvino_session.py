@@ -17,6 +17,10 @@ import os
 import numpy as np
 
 from runtimes.errors import EngineCannotOpen, ProviderUnavailable, RuntimeInputError
+
+# what OpenVINO says of a model with an op it cannot convert or run
+UNSUPPORTED_MARKS = ("OpConversionFailure", "No conversion rule", "wasn't fully converted",
+                     "Unsupported operation")
 from runtimes.session import Session, TensorSpec
 
 PRECISIONS = {"f32": "f32", "bf16": "bf16", "f16": "f16"}   # ours -> OpenVINO's hint
@@ -51,7 +55,11 @@ def compile_model(path: str, threads: int | None, precision: str, device: str):
         return ov, core.compile_model(core.read_model(path), device, config)
     except Exception as exc:  # noqa: BLE001 - OpenVINO raises its own untyped errors
         said = " ".join(str(exc).split())[:400]
-        raise EngineCannotOpen(f"OpenVINO cannot load {path} on {device}: {said}") from None
+        # an op its frontend has no rule for is this engine's gap (another may run the
+        # model); any other failure is the file's
+        gap = any(mark in said for mark in UNSUPPORTED_MARKS)
+        raise (EngineCannotOpen if gap else RuntimeInputError)(
+            f"OpenVINO cannot load {path} on {device}: {said}") from None
 
 
 def _spec(port) -> TensorSpec:

@@ -166,3 +166,27 @@ def test_delegate_options_are_checked_when_a_profile_loads(tmp_path):
     # a delegate library's options are its own: passed on as they are
     assert profile("  delegate: libedgetpu.so.1\n  delegate_options: {device: 'usb:0'}\n"
                    ).runtime.delegate_options == {"device": "usb:0"}
+
+
+@pytest.mark.parametrize("sqnr, status", [(2.9, FAIL), (10.0, PASS), (31.5, PASS)])
+def test_the_fidelity_floor_judges_the_worst_output_on_and_off_the_device(sqnr, status):
+    # a power spectrum before a Log, broken by uint8 activations, scored 2.9 dB: broken
+    # on any machine, so the floor is judged where it was measured
+    measured = _measurement(X86_HOST)
+    measured["metric"]["details"] = {"sqnr_db": sqnr}
+    rpi4 = load_profile("rpi4")
+    floor = {v.metric: v for v in check(measured, rpi4, "m", "rpi4")}["output_sqnr_db"]
+    assert (floor.budget, floor.value, floor.status) == (10.0, sqnr, status)
+    assert floor.reason == ("under the fidelity floor" if status == FAIL else "")
+
+
+def test_no_fidelity_number_is_no_floor_verdict(tmp_path):
+    rpi4 = load_profile("rpi4")
+    assert "output_sqnr_db" not in {v.metric for v in check(_measurement(PI4_HOST), rpi4,
+                                                             "m", "rpi4")}
+    path = tmp_path / "loose.yaml"
+    path.write_text("name: loose\ndevice: {arch: any}\nbudget: {output_sqnr_db: null}\n")
+    measured = _measurement(X86_HOST)
+    measured["metric"]["details"] = {"sqnr_db": 1.0}
+    assert "output_sqnr_db" not in {v.metric for v in check(measured, load_profile(str(path)),
+                                                             "m", "loose")}
