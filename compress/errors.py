@@ -6,7 +6,10 @@
     ├── DataError                 data that is missing or does not fit the model (the feed,
     │                             the input, both shapes), a metric function that fails
     ├── ModelError                a model that cannot be loaded, run, exported or quantized
-    │                             (the op and opset where onnxruntime names them)
+    │                             (the op and opset where onnxruntime names them); a
+    │                             library failing inside itself on the model (onnxruntime,
+    │                             LiteRT, ai-edge-quantizer, OpenVINO: the library, its
+    │                             version, the node, what to try): core/library_errors.py
     ├── StageError                stage N failed: "stage N (type): <its cause>", raised from
     │                             the cause (itself one of these)
     ├── MissingDependency         an optional package is not installed: the pip command
@@ -16,7 +19,10 @@ runtimes/ (torch-free, below this layer) raises its own RuntimeInputError; the p
 turns it into one of these where it calls the runtimes.
 
 The CLI catches `CompressError` only: it prints the message (one paragraph, no
-traceback) and exits 2. Every other exception is a bug and keeps its traceback.
+traceback) and exits 2. Every other exception is a bug: exit 3, one line, its traceback
+in a crash log (compress/runner/crash.py). Where the pipeline hands the user's model to
+a third-party library, `blame_library` turns an exception raised inside that library
+into a ModelError; one raised in our own code stays a bug.
 """
 from __future__ import annotations
 

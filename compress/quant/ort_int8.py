@@ -11,6 +11,7 @@ import numpy as np
 
 from compress.errors import ModelError
 from compress.core.lazy import require
+from compress.core.library_errors import blame_library
 from compress.core.scratch import in_scratch_dir
 
 # Measured here (x86-64 with AVX-512 VNNI, 2 threads, onnxruntime 1.31, batch 1): dynamic
@@ -133,6 +134,13 @@ class StaticInputs:
     cache: Path           # the calibration cache file: read where it exists, else written
 
 
+# onnxruntime's quantizer failing inside itself on the user's graph (a weight it cannot
+# take a scale of, a shape it cannot infer) is the model's problem: exit 2, not a bug
+_TRY = ("leave that node in float (the quantize stage's `exclude_nodes`), "
+        "`per_channel: false`, or `scheme: {other}` or `fp16`")
+
+
+@blame_library("onnxruntime", what="quantize_static", hint=_TRY.format(other="int8-dynamic"))
 def run_quantize_static(given: StaticInputs, config, ctx) -> None:
     """onnxruntime's quantize_static to QDQ, with the types, symmetry and QNN options the
     stage asks for. With a calibration cache file it reads the ranges from it; otherwise
@@ -237,6 +245,7 @@ def refuse_convolutional(ops: Counter, config) -> None:
                          + CONV_DYNAMIC_WARNING)
 
 
+@blame_library("onnxruntime", what="quantize_dynamic", hint=_TRY.format(other="int8-static"))
 def quantize_dynamic_int8(source: Path, target: Path, config, ops: Counter,
                           exclude: tuple = ()) -> dict:
     from onnxruntime.quantization import QuantType, quantize_dynamic

@@ -10,6 +10,7 @@ from __future__ import annotations
 import tempfile
 from pathlib import Path
 
+from compress.core.library_errors import blame_library
 from compress.errors import ModelError
 
 
@@ -36,6 +37,12 @@ def int8_coverage(path: Path, report: dict) -> dict[str, int]:
     return left
 
 
+# the quantizer (or the interpreter it calibrates with) failing inside itself on the
+# user's graph is the model's problem: exit 2, not a bug
+@blame_library("ai-edge-quantizer", "LiteRT", what="ai_edge_quantizer's Quantizer",
+               hint="another mode (export.tflite's `mode`: dynamic-int8, fp16; the quantize "
+               "stage's `scheme`: int8-dynamic, fp16), or the ONNX path (export.onnx, then "
+               "quantize)")
 def quantize_file(fp32: Path, target: Path, mode: str, ctx, settings: dict) -> dict:
     """Write `target`, the `mode` (fp16 | dynamic-int8 | int8) quantization of `fp32`.
     `settings`: samples, channels_last and purpose (for messages); for int8 also

@@ -204,7 +204,9 @@ def _empty() -> dict:
 def _feeding_text(feeding: Optional[dict]) -> str:
     if not feeding:
         return ""
-    text = f"{feeding.get('layout') or 'as declared'} {feeding['dtype']} input"
+    # not a 4-D image input (or one whose axes do not say): its shape, e.g. [1, 64, 40]
+    shape = f"[{', '.join('?' if d is None else str(d) for d in feeding.get('shape') or ())}]"
+    text = f"{feeding.get('layout') or shape} {feeding['dtype']} input"
     if feeding.get("scale") is not None:
         text += f", input scale {feeding['scale']:.4g} zero point {feeding['zero_point']}"
     return text

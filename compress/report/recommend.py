@@ -37,14 +37,35 @@ def _first_input(path: Path, fmt: str) -> tuple:
         session.close()
 
 
-def feeding(path: Path, fmt: str, channels_last: bool) -> dict | None:
+# the channel counts of an image: grey, RGB, RGBA
+_CHANNELS = (1, 3, 4)
+
+
+def input_layout(shape, channels_last: bool | None = None) -> str | None:
+    """'NHWC' or 'NCHW' for a 4-D image input, None for any other input (the report then
+    gives its shape). `channels_last`: the artifact's meta where a stage set it (export.tflite
+    knows what it made); else read from the shape: channels (1, 3 or 4) last and not
+    second is NHWC, second and not last NCHW; both or neither (a 3x3x3 input, a feature
+    map) says nothing."""
+    if len(shape) != 4:
+        return None
+    if channels_last is not None:
+        return "NHWC" if channels_last else "NCHW"
+    last, second = shape[3] in _CHANNELS, shape[1] in _CHANNELS
+    if last != second:
+        return "NHWC" if last else "NCHW"
+    return None
+
+
+def feeding(path: Path, fmt: str, channels_last: bool | None = None) -> dict | None:
     """How to feed the file's first input: name, layout, dtype, shape, and the scale and
-    zero point of a quantized one. None when the file cannot be opened here."""
+    zero point of a quantized one. None when the file cannot be opened here.
+    `channels_last`: the artifact's meta, where set (input_layout)."""
     try:
         name, shape, dtype, scale, zero = _first_input(path, fmt)
     except Exception:  # noqa: BLE001 - an unreadable file only loses its feeding line
         return None
-    layout = "NHWC" if channels_last else ("NCHW" if len(shape) == 4 else None)
+    layout = input_layout(shape, channels_last)
     quantized = bool(scale) and dtype.startswith(("int", "uint"))
     return {"name": name, "layout": layout, "dtype": dtype, "shape": shape,
             "scale": float(scale) if quantized else None,
@@ -90,7 +111,7 @@ def decision(artifacts, benchmarks: list[dict], verdicts: list[dict], targets,
             artifact = by_id[rec["artifact"]]   # one file may win on several targets
             if artifact.id not in fed:
                 fed[artifact.id] = feeding(Path(rec["path"]), artifact.format,
-                                           bool(artifact.meta.get("channels_last")))
+                                           artifact.meta.get("channels_last"))
             rec["feeding"] = fed[artifact.id]
         rec["summary"] = decide.summary(rec, budgets[name], _shown(rec["path"]))
         recommendations.append(rec)

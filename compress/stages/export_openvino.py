@@ -9,6 +9,7 @@ from pydantic import Field, PositiveFloat, PositiveInt
 from compress.core.artifacts import Output
 from compress.errors import ModelError
 from compress.core.lazy import require
+from compress.core.library_errors import blame_library
 from compress.model.parity import parity_inputs
 from compress.stagebase import StageConfig, register
 
@@ -47,7 +48,10 @@ def run(artifact, config: ExportOpenVino, ctx) -> list[Output]:
 
     source, path = ctx.path(artifact), ctx.out_dir / "model.xml"
     ctx.progress.note(f"converting {artifact.id} to OpenVINO IR ({config.weights} weights)")
-    info = convert(source, path, config.weights == "fp16")
+    with blame_library("OpenVINO", what="openvino.convert_model", hint=(
+            "measure the ONNX file with onnxruntime instead (leave out export.openvino), "
+            "or replace that op in the model")):
+        info = convert(source, path, config.weights == "fp16")
     feeds, feeds_source = parity_inputs(ctx, config.parity_samples)
     check = parity(path, feeds, run_feeds(source, None, feeds))
     worst = check["worst"]
