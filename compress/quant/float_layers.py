@@ -28,6 +28,38 @@ LEFT_FLOAT = {
     "PRelu": "its input is not quantized (the quantizer has no int8 PRelu here)",
 }
 PROFILE_RUNS = 10
+# ops whose presence says that something of the model runs in int8
+INT8_MARKS = ("DequantizeLinear", "QLinearConv", "QLinearMatMul", "MatMulInteger",
+              "ConvInteger", "DynamicQuantizeLinear", "DynamicQuantizeLSTM")
+SUBGRAPH_OPS = ("If", "Loop", "Scan")
+
+
+COMPUTE_OPS = (*NO_INT8_KERNEL, *LEFT_FLOAT)
+
+
+def _compute_nodes(graph, nested: bool) -> int:
+    """How many of `graph`'s nodes carry arithmetic (COMPUTE_OPS): its own, or (`nested`)
+    those in its If/Loop/Scan bodies, at any depth."""
+    if not nested:
+        return sum(node.op_type in COMPUTE_OPS for node in graph.node)
+    bodies = [body for node in graph.node for attribute in node.attribute
+              for body in ([attribute.g] if attribute.HasField("g") else [])
+              + list(attribute.graphs)]
+    return sum(_compute_nodes(body, False) + _compute_nodes(body, True) for body in bodies)
+
+
+def quantized_nothing(model) -> str | None:
+    """Why an "INT8" file holds no int8 op at all (None: it holds some)."""
+    if any(node.op_type in INT8_MARKS for node in model.graph.node):
+        return None
+    inside = _compute_nodes(model.graph, nested=True)
+    if inside and not _compute_nodes(model.graph, nested=False):
+        return (f"nothing was quantized: the model's {inside} layers (convolutions, matrix "
+                f"products, recurrent cells) are inside {'/'.join(SUBGRAPH_OPS)} subgraphs, "
+                "which onnxruntime's quantizers do not enter; the file computes in float as "
+                "the source does")
+    return ("nothing was quantized: the quantizer found no op it quantizes; the file "
+            "computes in float as the source does")
 
 
 def _float_nodes(model) -> list[tuple]:
@@ -41,6 +73,12 @@ def _float_nodes(model) -> list[tuple]:
         elif node.op_type in LEFT_FLOAT and node.input and node.input[0] not in dequantized:
             found.append((node, LEFT_FLOAT[node.op_type]))
     return found
+
+
+def unquantized(path: Path) -> str | None:
+    """quantized_nothing of the file at `path`."""
+    import onnx
+    return quantized_nothing(onnx.load(str(path), load_external_data=False))
 
 
 def float_layers(path: Path, feed: dict | None, threads: int = 1) -> list[dict]:

@@ -174,6 +174,9 @@ def quantization_details(report: dict) -> list[str]:
 def _float_layer_lines(name: str, meta: dict) -> list[str]:
     """The layers of an INT8 file that still compute in float, and their time."""
     layers = meta.get("float_layers") or []
+    if meta.get("quantized_nothing"):
+        return [f"### {md(name)}: nothing quantized", "",
+                f"**{md(meta['quantized_nothing'])}.**", ""]
     if not layers:
         return []
     def share(layer: dict) -> str:

@@ -167,7 +167,11 @@ def _float_layers(target: Path, ctx, wanted: bool) -> dict:
     time (compress/quant/float_layers.py); none for other precisions and streamed files."""
     if not wanted:
         return {}
-    from compress.quant.float_layers import float_layers
+    from compress.quant.float_layers import float_layers, unquantized
+    nothing = unquantized(target)
+    if nothing:   # said loudly: an "INT8" artifact that is the float model, only bigger
+        ctx.progress.note(f"int8: {nothing}")
+        return {"quantized_nothing": nothing}
     feeds, _ = ctx.sample_feeds(1)
     found = float_layers(target, feeds[0] if feeds else None)
     return {"float_layers": found} if found else {}
