@@ -10,7 +10,8 @@ import itertools
 from html import escape
 
 from compress.report import decide
-from compress.report.mdtext import fmt
+from compress.report.html_parts import Html as _Html, table as _table, text as _text
+from compress.report.html_quality import quality_section
 from compress.core.lazy import require
 from compress.report.notes import hottest, how_measured, machine_text
 
@@ -34,28 +35,6 @@ th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
 figure{margin:8px 0 20px}figcaption{color:#555;font-size:.9em}
 code{overflow-wrap:anywhere}details summary{cursor:pointer}
 """
-
-
-class _Html(str):
-    """Markup built here from escaped parts: a table cell that is not escaped again."""
-
-
-def _text(value) -> str:
-    return fmt(value, 4, "g")
-
-
-def _cell(value) -> str:
-    if isinstance(value, _Html):
-        return f"<td>{value}</td>"
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return f'<td class="num">{escape(_text(value))}</td>'
-    return f"<td>{escape(_text(value))}</td>"
-
-
-def _table(headers: list[str], rows: list[list]) -> str:
-    head = "".join(f"<th>{escape(h)}</th>" for h in headers)
-    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in rows)
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
 
 
 def _header(report: dict) -> str:
@@ -230,7 +209,8 @@ def render_html(report: dict) -> str:
     plotly_js = require("plotly.offline", _PURPOSE).get_plotlyjs()
     name = (report.get("pipeline") or {}).get("name", "pipeline")
     body = [_header(report), _recommendations(report), _charts(go, report),
-            _placement(report), _where_measured(report), _conditions(report), _search(report)]
+            _placement(report), quality_section(report), _where_measured(report),
+            _conditions(report), _search(report)]
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{escape(name)}: compression report</title><style>{_CSS}</style>"
             f"<script>{plotly_js}</script></head>\n<body>\n"

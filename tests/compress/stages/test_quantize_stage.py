@@ -71,6 +71,7 @@ def test_dynamic_int8_on_an_onnx_matmul_model_with_fidelity(project, mlp_onnx):
     assert judged["metric"] == "top1_agreement" and "stands out" in judged["why"]
     assert "top-1 agreement, as its top entry stands out" in \
         (result.run_dir / "report.md").read_text()
+    assert "Which figure judged each output" in (result.run_dir / "report.html").read_text()
     assert int8["metric"]["details"]["cosine"] > 0.99
     assert int8["metric"]["value"] >= 0.95
     baseline = next(b for b in result.benchmarks if b["baseline"])
