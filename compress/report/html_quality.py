@@ -41,19 +41,20 @@ def _tflite_forms(name: str, meta: dict) -> str:
 
 
 def _floor(name: str, meta: dict) -> str:
-    """int8-static's fidelity floor where the model fell below it: each recovery step."""
+    """int8-static's fidelity floor where the model fell below it: the layers that kept
+    more bits, each with what it cost the outputs alone (compress/report/md_floor.py)."""
     floor = meta.get("fidelity_floor") or {}
     if not floor or floor.get("sqnr_db", 0) >= floor.get("floor_db", 0):
         return ""
     after = floor.get("sqnr_db_after", floor["sqnr_db"])
     said = (f"Calibration SQNR {floor['sqnr_db']:.1f} dB, under the floor of "
-            f"{floor['floor_db']:g} dB; after recovery {after:.1f} dB "
-            f"({'the floor holds' if floor.get('held') else 'still under it'}).")
-    rows = [[s["layer"], s["kept"] or "left as it was", s.get("alone_sqnr_db"),
-             s["sqnr_db_before"], s["sqnr_db_after"]] for s in floor.get("steps") or []]
+            f"{floor['floor_db']:g} dB; after recovery ({len(floor.get('steps') or [])} "
+            f"steps) {after:.1f} dB ({'the floor holds' if floor.get('held') else 'still under it'}).")
+    rows = [[layer["layer"], layer["precision"], layer.get("alone_sqnr_db")]
+            for layer in floor.get("layers") or []]
     return (f"<h3>{escape(name)}: the fidelity floor</h3><p>{escape(said)}</p>"
-            + (table(["layer", "given", "its cost alone (dB)", "SQNR before (dB)",
-                      "SQNR after (dB)"], rows) if rows else ""))
+            + (table(["layer", "activations", "outputs' SQNR with it alone quantized (dB)"],
+                     rows) if rows else ""))
 
 
 def quality_section(report: dict) -> str:

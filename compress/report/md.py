@@ -8,6 +8,7 @@ from compress.report.md_tables import (artifact_table, benchmark_table, model_ta
                                        judge_lines, placement_table,
                                        quantization_details)
 from compress.report.fleet import fleet_lines
+from compress.report.md_floor import floor_details
 from compress.report.md_lm import is_language_model, lm_benchmark_table, mix_details
 from compress.report.notes import (NO_NUMBER, hottest, how_measured, machine_text,
                                    reason_groups)
@@ -146,7 +147,7 @@ def _benchmark_section(report: dict) -> list[str]:
 
 
 def render_markdown(report: dict) -> str:
-    details = quantization_details(report) + mix_details(report)
+    details = quantization_details(report) + floor_details(report) + mix_details(report)
     details = ["## Quantization details", "", *details] if details else []
     verdict = "PASSED" if report["passed"] else "FAILED"
     strict = (" (strict: unmeasured and off-target count as failures; no-meter does not)"

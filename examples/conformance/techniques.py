@@ -299,6 +299,16 @@ def measure(key: str, args) -> dict:
             "prepare_seconds": bench.prepare_seconds, "rows": rows}
 
 
+FLOOR = "\n## The fidelity floor and recovery\n"
+
+
+def floor_section() -> str:
+    """docs/int8.md's section on the fidelity floor, kept as it is: its numbers come from
+    examples/conformance/floor.py, not from this run."""
+    text = DOC.read_text() if DOC.exists() else ""
+    return text[text.index(FLOOR):] if FLOOR in text else ""
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--only", nargs="*", choices=sorted(MODELS), help="these models")
@@ -319,7 +329,7 @@ def main() -> int:
         if flag != "only" and value != parser.get_default(flag))
     text = report.render(results, command, elapsed, describe_host(), time.strftime("%Y-%m-%d"))
     if not args.only:  # the document holds every model, never a part of them
-        DOC.write_text(text)
+        DOC.write_text(text + floor_section())
     print(text)
     return 0
 

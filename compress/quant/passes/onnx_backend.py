@@ -10,6 +10,7 @@ corpus: docs/int8.md, docs/rounding.md.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -88,11 +89,40 @@ class OnnxRun:
         self.cache = cache or target.parent / "calibration_ranges.json"
         self.known = None      # float_pass.Calibrated, where the calibrating run was made
         self.checked = None    # check.Checked, where the check ran
+        self.scored: dict[bytes, float] = {}   # the check's score of a model, by its digest
+        self._check_feeds = None               # (feeds, float outputs), once made
         self.made: list[Path] = []
         self.meta = {"calibration": config.calibration, "calibration_samples": len(self.feeds)}
 
     def chosen_feeds(self) -> list[dict]:
         return [self.feeds[i] for i in self.chosen]
+
+    def check_feeds(self) -> tuple[list, list]:
+        """The check's feeds (CHECK_FEEDS of the chosen ones) and the float model's
+        outputs on them: from the calibrating run where it took them, else one run."""
+        if self._check_feeds is None:
+            from compress.quant.mixed_precision import float_outputs
+            chosen = self.chosen_feeds()
+            picks = spread(list(range(len(chosen))), CHECK_FEEDS)
+            known = self.known.outputs if self.known is not None else None
+            feeds = [chosen[i] for i in picks]
+            self._check_feeds = feeds, ([known[i] for i in picks] if known else
+                                        float_outputs(self.source.read_bytes(), feeds,
+                                                      os.cpu_count() or 1))
+        return self._check_feeds
+
+    def score_of(self, model: bytes) -> float:
+        """The check's score of `model` (output SQNR against the float model on the
+        check's feeds): as the check or a judged pass scored these very bytes, else
+        scored now."""
+        digest = hashlib.sha256(model).digest()
+        if digest not in self.scored:
+            self.scored[digest] = _scores({"": model}, *self.check_feeds())[""]
+        return self.scored[digest]
+
+    def _remember(self, candidates: dict, scores: dict) -> None:
+        self.scored.update({hashlib.sha256(candidates[name]).digest(): scores[name]
+                            for name in candidates if scores.get(name) is not None})
 
     def judged(self, each, before: bytes, after: bytes, feeds: list[dict],
                reference: list) -> Checked:
@@ -103,6 +133,7 @@ class OnnxRun:
         known = self.checked.kept_score() if self.checked else None
         candidates = {each.label: after, **({AS_IS: before} if known is None else {})}
         scores = _scores(candidates, [feeds[i] for i in picks], [reference[i] for i in picks])
+        self._remember(candidates, scores)
         scores = {AS_IS: known, **scores} if known is not None else scores
         fitted = {each.label} if each.fitted else set()
         return Checked(keep({AS_IS: scores[AS_IS], each.label: scores[each.label]}, fitted,
@@ -217,6 +248,7 @@ class OnnxRun:
                 candidates[name] = work.model.SerializeToString()
                 scores.update(_scores({name: candidates[name]}, *check))
         kept = keep(scores, set(candidates) - {AS_QUANTIZED}, self.margin)
+        self._remember(candidates, scores)
         if kept != AS_QUANTIZED:
             self.target.write_bytes(candidates[kept])
         self.checked = Checked(kept, scores)
