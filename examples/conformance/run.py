@@ -6,7 +6,8 @@ file the pipeline quantized, its INT8 and the by-hand INT8 judged by the same co
 against the FP32 file's outputs on the same evaluation feeds, and timed side by side in
 rounds by the same runner (`python -m runtimes bench`, a fresh process each time).
 Writes docs/conformance.json and docs/conformance.md; exits 1 when the pipeline's INT8
-is less faithful than the by-hand one on any model.
+is less faithful than the by-hand one on any model, or a recommended variant's worst
+output is under the fidelity floor on the evaluation data.
 
     python examples/conformance/run.py [--only NAME ...] [--rounds 3] [--runs 60]
 """
@@ -33,6 +34,7 @@ from table import render, render_document  # noqa: E402
 
 from compress.core.artifacts import sha256_file  # noqa: E402
 from compress.runner.checks import resolve_inputs  # noqa: E402
+from profiles.schema import FLOOR_DB  # noqa: E402
 from compress.data.feeds import load_dataset  # noqa: E402
 from runtimes.feeds import write_feeds  # noqa: E402
 from runtimes.metrics import evaluate, feed_fidelity  # noqa: E402
@@ -111,15 +113,32 @@ def run_entry(entry: Entry, args) -> dict:
     row = {"name": entry.name, "package": entry.package, "wall_s": time.perf_counter() - started,
            "artifacts": [a.to_dict() for a in result.artifacts],
            "benchmarks": result.benchmarks, "gains": result.report["gains"],
+           "recommendations": result.report["recommendations"],
            "inputs": [d.model_dump() for d in resolve_inputs(pipeline).model.inputs]}
     if entry.by_hand:
         row.update(compare(entry, result, pipeline, args))
     return row
 
 
+def under_the_floor(row: dict) -> list[str]:
+    """A recommended variant whose worst output is under the fidelity floor on the
+    evaluation data, with no verdict that says so (the profile's output_sqnr_db judges
+    it; a recommendation past it would be a broken model shipped silently)."""
+    sqnr = {(b["artifact"], b["target"]): ((b.get("metric") or {}).get("details") or {})
+            .get("sqnr_db") for b in row.get("benchmarks") or []}
+    found = []
+    for pick in row.get("recommendations") or []:
+        value = sqnr.get((pick.get("artifact"), pick["target"]))
+        if not pick.get("baseline") and value is not None and value < FLOOR_DB:
+            found.append(f"{row['name']}: {pick['artifact']} recommended for {pick['target']} "
+                         f"at {value:.1f} dB, under the floor of {FLOOR_DB:g} dB")
+    return found
+
+
 def verdicts(rows: list[dict]) -> list[str]:
-    """Where the pipeline's INT8 is less faithful than by hand (cosine to FP32)."""
-    worse = []
+    """Where the pipeline's INT8 is less faithful than by hand (cosine to FP32), and any
+    recommended variant under the fidelity floor."""
+    worse = [line for row in rows for line in under_the_floor(row)]
     for row in rows:
         fidelity = row.get("fidelity")
         if fidelity and fidelity["pipeline"]["cosine"] + TOLERANCE < fidelity["by_hand"]["cosine"]:

@@ -2,9 +2,10 @@
 from __future__ import annotations
 
 HEADER = ("| model | package | exporter, opset | inputs (one call) | what ran | INT8 fidelity "
-          "to FP32: cosine / SQNR | speed-up p50 vs FP32 | time to compress | quantize_static "
-          "by hand: cosine / SQNR, speed-up, time |",
-          "|---|---|---|---|---|---|---:|---:|---|")
+          "to FP32: cosine / SQNR | speed-up p50 vs FP32 | time to compress | fidelity floor "
+          "(calibration SQNR; recovery) | recommended on host-cpu | quantize_static by hand: "
+          "cosine / SQNR, speed-up, time |",
+          "|---|---|---|---|---|---|---:|---:|---|---|---|")
 
 
 def _inputs(row: dict) -> str:
@@ -97,13 +98,39 @@ def _speedup(row: dict) -> str:
     return "; ".join(f"p50 {b['latency_ms']['p50']:.3f} ms" for b in row["benchmarks"])
 
 
+def _floor(row: dict) -> str:
+    """int8-static's fidelity floor on the pipeline's INT8: held as quantized, or what the
+    recovery reached and with which layers."""
+    floor = next((a["meta"].get("fidelity_floor") for a in row["artifacts"]
+                  if a["meta"].get("fidelity_floor")), None)
+    if not floor:
+        return "—"
+    if floor["sqnr_db"] >= floor["floor_db"]:
+        return f"held ({floor['sqnr_db']:.1f} dB)"
+    if not floor.get("recovered"):
+        return f"**under** ({floor['sqnr_db']:.1f} dB), not recovered"
+    layers = ", ".join(f"{layer['layer']}: {layer['precision']}"
+                       for layer in floor.get("layers") or []) or "none kept"
+    reached = "holds" if floor["held"] else "**still under**"
+    return (f"{floor['sqnr_db']:.1f} → {floor['sqnr_db_after']:.1f} dB ({reached}; "
+            f"{len(floor.get('layers') or [])} layers: {layers})")
+
+
+def _recommended(row: dict) -> str:
+    pick = next((r for r in row.get("recommendations") or [] if r["target"] == "host-cpu"), None)
+    if pick is None or not pick.get("artifact"):
+        return "nothing fits" if pick else "—"
+    return f"{pick['artifact']} ({pick['precision']}, {pick['status']})"
+
+
 def render(rows: list[dict]) -> str:
     lines = list(HEADER)
     for row in rows:
         pipeline = (row.get("fidelity") or {}).get("pipeline")
         lines.append(f"| {row['name']} | {row['package']} | {_exporter(row)} | {_inputs(row)} | "
                      f"{_what_ran(row)} | {_fidelity(pipeline)} | {_speedup(row)} | "
-                     f"{_seconds(row)} | {_by_hand(row)} |")
+                     f"{_seconds(row)} | {_floor(row)} | {_recommended(row)} | "
+                     f"{_by_hand(row)} |")
     return "\n".join(lines) + "\n"
 
 
@@ -126,7 +153,11 @@ models are judged by the same code against that FP32 file's outputs on the same
 evaluation feeds (cosine of rows, and SQNR, of the worst output; accuracy where the data
 has labels), and timed side by side in turns by the same runner (`python -m runtimes
 bench`, a fresh process each time; p50 pooled over the rounds). `make conformance` fails
-when the pipeline's INT8 is less faithful than the by-hand one on any model.
+when the pipeline's INT8 is less faithful than the by-hand one on any model, or when the
+variant recommended for host-cpu is under the fidelity floor (10 dB of its worst output's
+SQNR on the evaluation feeds) with no verdict saying so. The floor column is int8-static's
+own floor on its calibration check: held as quantized, or what the recovery reached and
+which layers kept more bits (docs/int8.md, "The fidelity floor and recovery").
 
 Reading the table:
 - "does not load": per-channel QDQ needs opset 13 and `quantize_static` does not raise a
