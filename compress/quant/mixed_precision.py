@@ -33,6 +33,9 @@ from compress.quant import qdq_groups
 from compress.quant.qdq_groups import Group
 
 EIGHT_BIT, SIXTEEN_BIT, FLOAT = "8-bit", "16-bit", "float"
+# onnxruntime's messages run to the whole graph's listing; the first line names the node
+# and the tensor, which is what a record needs
+REASON_CHARS = 600
 
 
 def float_outputs(float_model, feeds: list[dict], threads: int) -> list:
@@ -147,15 +150,24 @@ class Step:
     alone_db: Optional[float]
     to: str
     before_db: float
-    after_db: Optional[float]   # None: onnxruntime refused the model the move made
+    after_db: Optional[float]   # None: the move's model could not be made or scored
     kept: bool
+    reason: Optional[str] = None   # why, where after_db is None
 
     def record(self) -> dict:
-        return {"layer": self.group.words(), "tensor": self.group.tensor,
-                "node": self.group.producer, "op": self.group.op,
-                "alone_sqnr_db": self.alone_db, "to": self.to,
-                "sqnr_db_before": self.before_db, "sqnr_db_after": self.after_db,
-                "kept": self.kept}
+        found = {"layer": self.group.words(), "tensor": self.group.tensor,
+                 "node": self.group.producer, "op": self.group.op,
+                 "alone_sqnr_db": self.alone_db, "to": self.to,
+                 "sqnr_db_before": self.before_db, "sqnr_db_after": self.after_db,
+                 "kept": self.kept}
+        return {**found, "reason": self.reason} if self.reason else found
+
+
+def failure(error: Exception) -> str:
+    """An exception in one line for a record: its type and the first line of its message
+    (onnxruntime's names the node, and the tensor it found nowhere)."""
+    lines = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {lines[0] if lines else ''}"[:REASON_CHARS]
 
 
 @dataclass(frozen=True)
@@ -183,13 +195,14 @@ class Search:
         """Move `group` to precision `to`, kept where `keep(score after)`."""
         levels = {g: level for g, level in {**self.levels, group: to}.items()
                   if level != EIGHT_BIT}
+        model, after, reason = None, None, None
         try:
             model = self.build(levels)
             after = self.score(model)
-        except Exception:  # noqa: BLE001 - onnxruntime refuses what the move made: not made
-            model, after = None, None
+        except Exception as error:  # noqa: BLE001 - onnxruntime's errors share no base class
+            reason = failure(error)   # not made, and the record says why
         kept = after is not None and keep(after)
-        self.steps.append(Step(group, self.costs.get(group), to, self.now, after, kept))
+        self.steps.append(Step(group, self.costs.get(group), to, self.now, after, kept, reason))
         if kept:
             self.levels, self.model, self.now = levels, model, after
         return kept

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from compress.quant.outer_scope import inner_nodes
 from compress.quant.qdq_nodes import array
 
 WIDER = {np.dtype(np.uint8): np.dtype(np.uint16), np.dtype(np.int8): np.dtype(np.int16)}
@@ -62,12 +63,12 @@ def _zero_point(node, inits: dict) -> np.ndarray:
 
 def groups(model) -> list[Group]:
     """Every activation group of `model`, in graph order: a QuantizeLinear of a tensor
-    that is not a constant, read only by DequantizeLinear nodes (a pair this module can
-    widen or leave out)."""
+    that is not a constant, read only by DequantizeLinear nodes of the main graph (a pair
+    this module can widen or leave out: a body that reads it would be left behind)."""
     graph = model.graph
     inits = {i.name: i for i in graph.initializer}
     readers: dict[str, list] = {}
-    for node in graph.node:
+    for node in (*graph.node, *inner_nodes(graph)):
         for name in node.input:
             readers.setdefault(name, []).append(node)
     made = {o: n for n in graph.node for o in n.output}
@@ -133,13 +134,12 @@ def alone(float_model, tensor: str, scale: np.ndarray, zero: np.ndarray):
              _add(graph, inits, zero, f"{tensor}_alone_zero_point")]
     raw = f"{tensor}_alone_float"
     maker = next((i for i, n in enumerate(graph.node) if tensor in n.output), None)
-    if maker is None:   # a graph input: its readers read the pair instead
-        for node in graph.node:
-            node.input[:] = [raw if name == tensor else name for name in node.input]
+    if maker is None:   # a graph input: its readers, in bodies too, read the pair instead
+        _rename([*graph.node, *inner_nodes(graph)], tensor, raw)
         raw, tensor = tensor, raw
-    else:               # its maker writes `raw`; the pair writes the name readers know
-        node = graph.node[maker]
-        node.output[:] = [raw if name == tensor else name for name in node.output]
+    else:   # its maker writes `raw`; the pair writes the name readers know (bodies'
+            # too, as outer_scope.rewire has them read the QDQ model's pair)
+        _rename([graph.node[maker]], tensor, raw, outputs=True)
     domain = _domain(model, zero)
     pair_nodes = [helper.make_node("QuantizeLinear", [raw, *names], [f"{tensor}_alone_q"],
                                    domain=domain),
@@ -151,6 +151,13 @@ def alone(float_model, tensor: str, scale: np.ndarray, zero: np.ndarray):
     del graph.node[:]
     graph.node.extend(nodes)
     return model
+
+
+def _rename(nodes, old: str, new: str, outputs: bool = False) -> None:
+    """`old` read (or, with `outputs`, written) as `new` by each of `nodes`."""
+    for node in nodes:
+        names = node.output if outputs else node.input
+        names[:] = [new if name == old else name for name in names]
 
 
 def _add(graph, inits: dict, value: np.ndarray, base: str) -> str:
@@ -236,9 +243,12 @@ def _rescale_biases(graph, inits: dict, inputs: set, factor: int) -> None:
 
 def drop_unused(model) -> None:
     """Initializers no node reads any more (the scales and zero points of pairs left
-    out or widened), removed: onnxruntime warns of each at load."""
-    used = {name for node in model.graph.node for name in node.input}
+    out or widened), removed: onnxruntime warns of each at load. The nodes of If / Loop /
+    Scan bodies count: they read the main graph's constants by name (Silero VAD's LSTM
+    branch reads /Constant_1_output_0, which onnxruntime then found nowhere)."""
+    graph = model.graph
+    used = {name for node in (*graph.node, *inner_nodes(graph)) for name in node.input}
     used |= {o.name for o in model.graph.output}
-    kept = [i for i in model.graph.initializer if i.name in used]
-    del model.graph.initializer[:]
-    model.graph.initializer.extend(kept)
+    kept = [i for i in graph.initializer if i.name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(kept)

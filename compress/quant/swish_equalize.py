@@ -27,14 +27,17 @@ keeps its range; the product's low end is widened to s times the channels' lows
 classifier's output SQNR fell to 10.3 dB that way). The narrow channels get up to s times
 finer steps at the depthwise input and at x'.
 
-Both forms of hard-swish are taken: x * HardSigmoid(x) (quantize_static leaves the
-HardSigmoid in float between a DequantizeLinear and a QuantizeLinear) and the HardSwish
-op (in float between the two: it becomes the gate and a Mul here, quantized).
+Every form of hard-swish is taken: x * HardSigmoid(x) (quantize_static leaves the
+HardSigmoid in float between a DequantizeLinear and a QuantizeLinear), the HardSwish
+op (in float between the two: it becomes the gate and a Mul here, quantized), and
+x * Clip(x + 3, 0, 6) / 6 as exporters decompose it (swish_forms.py: its Add, Mul and
+their pairs become the gate and a Mul, as the op does).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from compress.quant.qdq_groups import drop_unused
 from compress.quant.qdq_nodes import attr
 from compress.quant.swish_sites import Graph, Site, const_dq, find_sites
 
@@ -183,7 +186,10 @@ def _equalize_site(g: Graph, site: Site, s: np.ndarray, product_low: np.ndarray)
         _divide_inputs(g, conv, s, widened)
     old = site.gate if site.gate is not None else site.act
     reader = g.producer[old.input[0]]  # the gate's own DequantizeLinear, if not x_dq
-    if reader is not site.x_dq and len(g.users[reader.output[0]]) == 1:
+    if site.chain:   # x * Clip(x + 3, 0, 6) / 6: its Add, Mul and their pairs go too
+        for node in site.chain:
+            g.graph.node.remove(node)
+    elif reader is not site.x_dq and len(g.users[reader.output[0]]) == 1:
         g.graph.node.remove(reader)
     at = list(g.graph.node).index(old)
     gate_out = site.gate.output[0] if site.gate is not None else site.y + "_gate_float"
@@ -204,6 +210,13 @@ def equalize(model, ranges: dict) -> dict:
         s = scales(g, site, ranges)
         _equalize_site(g, site, s, np.asarray(ranges[site.y][0], np.float64))
         applied.append(s)
+    if not applied:   # found, but none could be rewritten: say which check stopped them
+        return {"sites": 0, "scale_median": None, "scale_max": None,
+                "said": f"found {len(find_sites(model))} hard-swish site(s) into a "
+                        "depthwise convolution, none with its gate quantized over [0, 1] "
+                        "and per-channel ranges for x and the product"}
+    # the rewritten pairs' scales and zero points: onnxruntime warns of each at load
+    drop_unused(model)
     return {"sites": len(applied),
-            "scale_median": round(float(np.median(np.concatenate(applied))), 3) if applied else None,
-            "scale_max": round(float(max(a.max() for a in applied)), 3) if applied else None}
+            "scale_median": round(float(np.median(np.concatenate(applied))), 3),
+            "scale_max": round(float(max(a.max() for a in applied)), 3)}

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compress.quant.qdq_nodes import array, attr
+from compress.quant.swish_forms import decomposed
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,8 @@ class Site:
     act: object           # the Mul, or the HardSwish op
     y_q: object           # the product's QuantizeLinear
     depthwise: tuple      # the depthwise Convs reading the product
+    chain: tuple = ()     # x * Clip(x + 3, 0, 6) / 6: its nodes before `act`, which
+                          # the rewrite removes (swish_forms.py); () for the other forms
 
     @property
     def x(self) -> str:
@@ -86,13 +89,17 @@ def _depthwise(g: Graph, node, channels: int) -> bool:
 
 
 def _activation(g: Graph, y_q):
-    """(gate, act, x_dq) of the hard-swish producing y_q's input, or None."""
+    """(gate, act, x_dq, chain) of the hard-swish producing y_q's input, or None."""
     act = g.producer.get(y_q.input[0])
     if act is None or len(g.users.get(act.output[0], [])) != 1:
         return None
     if act.op_type == "HardSwish":
         x_dq = g.made_by(act.input[0], "DequantizeLinear")
-        return (None, act, x_dq) if x_dq is not None else None
+        return (None, act, x_dq, ()) if x_dq is not None else None
+    found = decomposed(g, act) if act.op_type in ("Mul", "Div") else None
+    if found is not None:
+        x_dq = g.made_by(found.x, "DequantizeLinear")
+        return (None, act, x_dq, found.nodes) if x_dq is not None else None
     if act.op_type != "Mul":
         return None
     for i in (0, 1):
@@ -102,7 +109,7 @@ def _activation(g: Graph, y_q):
         x_dq = g.made_by(act.input[1 - i], "DequantizeLinear")
         gate_in = gate and g.made_by(gate.input[0], "DequantizeLinear")
         if gate_in is not None and x_dq is not None and gate_in.input[0] == x_dq.input[0]:
-            return gate, act, x_dq
+            return gate, act, x_dq, ()
     return None
 
 
@@ -114,7 +121,7 @@ def find_sites(model) -> list[Site]:
         found = _activation(g, y_q)
         if found is None:
             continue
-        gate, act, x_dq = found
+        gate, act, x_dq, chain = found
         x_q = g.made_by(x_dq.input[0], "QuantizeLinear")
         producer = x_q and g.made_by(x_q.input[0], "Conv")
         if producer is None or len(g.users.get(producer.output[0], [])) != 1:
@@ -127,39 +134,54 @@ def find_sites(model) -> list[Site]:
         if (channels and _per_channel_conv(g, producer, channels)
                 and all(len(q.input) > 2 and q.input[2] in g.inits and q.input[1] in g.inits
                         and g.value(q.input[1]).size == 1 for q in (x_q, y_q))
-                and x_readers <= {id(act), id(gate)}
+                and x_readers <= {id(act), id(gate), *map(id, chain)}
                 and all(dq.op_type == "DequantizeLinear" for dq in g.users[y_q.output[0]])
                 and readers and all(_depthwise(g, n, channels) for n in readers)):
-            sites.append(Site(producer, x_q, x_dq, gate, act, y_q, tuple(readers)))
+            sites.append(Site(producer, x_q, x_dq, gate, act, y_q, tuple(readers), chain))
     return sites
+
+
+def _product(g: Graph, x: str):
+    """The tensor hard-swish of `x` writes in a float graph, where `x`'s readers are its
+    ops alone (HardSwish; HardSigmoid and Mul; the Add and Mul of the decomposed form,
+    swish_forms.py), else None."""
+    readers = g.users.get(x, [])
+    ops = sorted(n.op_type for n in readers)
+    if ops == ["HardSwish"]:
+        return readers[0].output[0]
+    mul = next((n for n in readers if n.op_type == "Mul"), None)
+    if ops == ["HardSigmoid", "Mul"]:
+        return mul.output[0]
+    if ops != ["Add", "Mul"]:
+        return None
+    # (x * relu6(x + 3)) / 6 ends at the Mul's one reader; x * (relu6(x + 3) / 6) at the Mul
+    ends = [*g.users.get(mul.output[0], [])[:1], mul]
+    return next((act.output[0] for act in ends
+                 if (found := decomposed(g, act)) is not None and found.source == x), None)
 
 
 def float_tensors(float_model) -> list[str]:
     """x and the product of every Conv -> hard-swish -> depthwise Conv(s) of the float
     model: the tensors whose per-channel ranges find_sites' sites will ask for, known
     before quantize_static runs (the calibrating run takes them: passes/hard_swish.py)."""
-    inits = {i.name for i in float_model.graph.initializer}
-    shapes = {i.name: tuple(i.dims) for i in float_model.graph.initializer}
-    users: dict[str, list] = {}
-    for node in float_model.graph.node:
-        for name in node.input:
-            users.setdefault(name, []).append(node)
+    g = Graph(float_model)
+    shapes = {name: tuple(i.dims) for name, i in g.inits.items()}
 
     def depthwise(node) -> bool:
-        return (node.op_type == "Conv" and len(node.input) > 1 and node.input[1] in inits
+        return (node.op_type == "Conv" and len(node.input) > 1 and node.input[1] in g.inits
                 and shapes[node.input[1]][1:2] == (1,) and attr(node, "group", 1) > 1)
 
     found = []
     for conv in (n for n in float_model.graph.node if n.op_type == "Conv"):
-        x = conv.output[0]
-        readers = users.get(x, [])
-        ops = sorted(n.op_type for n in readers)
-        if ops == ["HardSwish"]:
-            y = readers[0].output[0]
-        elif ops == ["HardSigmoid", "Mul"]:
-            y = next(n for n in readers if n.op_type == "Mul").output[0]
-        else:
-            continue
-        if users.get(y) and all(depthwise(n) for n in users[y]):
-            found += [x, y]
+        y = _product(g, conv.output[0])
+        if y is not None and g.users.get(y) and all(depthwise(n) for n in g.users[y]):
+            found += [conv.output[0], y]
     return found
+
+
+def hard_swishes(float_model) -> int:
+    """How many Conv outputs of the float model go through a hard-swish, in any form,
+    whatever reads it: what a pass that found nothing to do names."""
+    g = Graph(float_model)
+    return sum(_product(g, n.output[0]) is not None for n in float_model.graph.node
+               if n.op_type == "Conv")

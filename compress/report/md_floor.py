@@ -21,13 +21,24 @@ def _summary(floor: dict) -> str:
     if not floor.get("recovered"):
         return f"The quantized model's {where}; nothing was changed (`recover: false`)."
     outcome = "the floor holds" if floor["held"] else "still below the floor"
+    unscored = [step for step in floor["steps"] if step.get("reason")]
     kept = (f"{len(floor['layers'])} layer(s) kept more bits" if floor["layers"] else
-            "no layer kept more bits (none raised the SQNR enough to pay for it)")
+            "no layer kept more bits" + ("" if unscored else
+                                         " (none raised the SQNR enough to pay for it)"))
     return (f"The quantized model's {where}. Its activations were given more bits one "
             f"layer at a time, those that cost the outputs most first (each layer's cost: "
             f"the outputs' SQNR with it alone quantized), then each taken back where the "
             f"floor held without it ({len(floor['steps'])} steps): {kept}, now "
-            f"{floor['sqnr_db_after']:.1f} dB ({outcome}).")
+            f"{floor['sqnr_db_after']:.1f} dB ({outcome}).{_unscored(unscored)}")
+
+
+def _unscored(steps: list) -> str:
+    """The moves whose model could not be scored, said: otherwise they read as moves that
+    gained nothing."""
+    if not steps:
+        return ""
+    return (f" {len(steps)} move(s) made a model that could not be scored, e.g. "
+            f"{md(steps[0]['layer'])} to {steps[0]['to']}: {md(steps[0]['reason'])}.")
 
 
 def floor_details(report: dict) -> list[str]:

@@ -9,6 +9,9 @@ import os
 
 from compress.quant.passes.base import GRAPH, Int8Pass, Needs, register_pass
 
+NOTHING = ("found no hard-swish (HardSwish, HardSigmoid*x, x*Clip(x+3,0,6)/6) feeding a "
+           "depthwise convolution")
+
 
 def _off(settings) -> bool:
     """Not made: turned off, or a zero point that must stay where it is (symmetric
@@ -40,11 +43,12 @@ class _Onnx:
         from compress.quant.swish_sites import float_tensors
         return float_tensors(float_model)
 
-    def apply(self, run) -> dict | None:
+    def apply(self, run) -> dict:
         """Equalize the sites of the QDQ model at run.target. The per-channel ranges and
         the float outputs the equalized file is scored against come from the calibrating
-        run, where it took both, or else from a float run over the chosen feeds. None
-        where the model has no such site."""
+        run, where it took both, or else from a float run over the chosen feeds. Where
+        the model has no such site, a record that says so (and a note where the setting
+        asked for the pass: on by default, it would be one on most models)."""
         import onnx
 
         from compress.quant import swish_equalize
@@ -52,7 +56,9 @@ class _Onnx:
         qdq = onnx.load(str(run.target))
         sites = find_sites(qdq)
         if not sites:
-            return None
+            if run.settings.equalize_hard_swish:   # asked for: silence would read as done
+                run.ctx.progress.note(f"int8-static: hard-swish equalization {NOTHING}")
+            return {"sites": 0, "said": NOTHING}
         names = [n for s in sites for n in (s.x, s.y)]
         known, feeds = run.known, run.chosen_feeds()
         taken = (known is not None and known.outputs is not None

@@ -152,6 +152,7 @@ class OnnxRun:
         self.record(backend.record, meta)
 
     def quantize(self, ranges: list, plan) -> None:
+        from compress.quant import outer_scope
         from compress.quant.ort_int8 import StaticInputs, run_quantize_static
         if not self.cache.is_file():
             for each in ranges:
@@ -160,6 +161,9 @@ class OnnxRun:
                 self.known = self._calibrating(plan)
         run_quantize_static(StaticInputs(self.source, self.target, self.feeds, self.excluded,
                                          self.cache), self.settings, self.ctx)
+        rewired = outer_scope.repair(self.target, self.ctx.progress)
+        if rewired:
+            self.meta["outer_scope_rewired"] = rewired
         if not self.shared:
             self.cache.unlink(missing_ok=True)
 

@@ -72,6 +72,7 @@ class _Onnx:
                                    f"{floor:g} dB)", None):
             search = _recover(run, kept, score)
         run.target.write_bytes(search.model)
+        _say_unscored(run, search.steps)
         if search.now < floor:
             run.ctx.progress.note(f"int8-static: output SQNR {search.now:.1f} dB on the "
                                   f"calibration feeds after recovery (from {score:.1f} dB), "
@@ -83,6 +84,17 @@ class _Onnx:
                 "sqnr_db_after": search.now, "layers": layers,
                 "steps": [step.record() for step in search.steps],
                 "seconds": round(time.perf_counter() - started, 2)}
+
+
+def _say_unscored(run, steps: list) -> None:
+    """A note where moves' models could not be scored (each step's record has its
+    reason): a recovery that tried nothing it could measure must not pass for one that
+    found nothing to gain."""
+    failed = [step for step in steps if step.reason]
+    if failed:
+        run.ctx.progress.note(f"int8-static: {len(failed)} of {len(steps)} recovery moves "
+                              f"could not be scored, e.g. {failed[0].group.words()} to "
+                              f"{failed[0].to}: {failed[0].reason}")
 
 
 def _spread(run, count: int) -> tuple[list, list]:
