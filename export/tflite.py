@@ -9,6 +9,7 @@ inputs and outputs to int8 as well.
 from __future__ import annotations
 
 import contextlib
+import copy
 import io
 import os
 import re
@@ -100,9 +101,11 @@ def quantize(fp32: Path, target: Path, mode: str) -> None:
         result.export_model(str(target), overwrite=True)
 
 
-def quantize_int8(fp32: Path, targets: dict[str, Path], calibration: list[dict]) -> None:
+def quantize_int8(fp32: Path, targets: dict[str, Path], calibration: list[dict]) -> dict:
     """Full int8 with ai-edge-quantizer's static_wi8_ai8 recipe, calibrated once on
-    `calibration`: one file per range estimator named in `targets` (RANGES)."""
+    `calibration`: one file per range estimator named in `targets` (RANGES). Returns
+    each file's activation ranges, by estimator: what quantize_mixed quantizes again
+    with other bits for some ops, without calibrating again."""
     with _quiet():
         from ai_edge_quantizer import calibrator, quantizer as aeq, recipe
         qt = aeq.Quantizer(str(fp32), recipe.static_wi8_ai8())
@@ -110,13 +113,38 @@ def quantize_int8(fp32: Path, targets: dict[str, Path], calibration: list[dict])
         samples = [{name: feed[key] for name, key in zip(names, feed)} for feed in calibration]
         tracked = _calibrated(qt, calibrator, fp32, samples, signature_key or "serving_default")
         extremes = output_extremes(fp32, calibration, tracked)
+        ranges = {}
         for name, target in targets.items():
             low, high = RANGES[name]
             stats = {tensor: {**qsv, "min": qsv[low], "max": qsv[high]} if low in qsv
                      else dict(qsv) for tensor, qsv in tracked.items()}
             widen_output_ranges(stats, extremes)
-            qt.quantize(stats, enable_progress_report=False).export_model(str(target),
-                                                                          overwrite=True)
+            qt.quantize(copy.deepcopy(stats), enable_progress_report=False).export_model(
+                str(target), overwrite=True)
+            ranges[name] = stats
+    return ranges
+
+
+def quantize_mixed(fp32: Path, ranges: dict, target: Path, ops: dict[str, tuple]) -> None:
+    """static_wi8_ai8 on `fp32` with the `ranges` quantize_int8 returned for one
+    estimator, save the ops named in `ops` (ai-edge-quantizer's scope of an op, the
+    regex its recipe matches -> (TFLite op name, activation bits: 16, or None: float)).
+    ai-edge-quantizer puts a QUANTIZE op wherever an int8 tensor meets an int16 one and
+    DEQUANTIZE / QUANTIZE ops around a float op; weights stay int8."""
+    with _quiet():
+        from ai_edge_quantizer import quantizer as aeq, recipe
+        from ai_edge_quantizer.algorithm_manager import AlgorithmName
+        from ai_edge_quantizer.qtyping import TFLOperationName
+        qt = aeq.Quantizer(str(fp32), recipe.static_wi8_ai8())
+        for scope, (op, bits) in ops.items():
+            if bits is None:
+                qt.update_quantization_recipe(scope, TFLOperationName[op],
+                                              algorithm_key=AlgorithmName.NO_QUANTIZE)
+            else:
+                qt.add_static_config(scope, TFLOperationName[op], activation_num_bits=bits,
+                                     weight_num_bits=8)
+        qt.quantize(copy.deepcopy(ranges), enable_progress_report=False).export_model(
+            str(target), overwrite=True)
 
 
 def _calibrated(qt, calibrator, fp32: Path, samples: list[dict],

@@ -84,7 +84,7 @@ def quantize_stage(artifact, config, ctx, mode: str, precision: str):
         from compress.quant.passes.tflite_backend import Int8Settings
         settings.update(samples=config.samples, int8=Int8Settings(
             _ranges(config), config.bias_method(), config.weight_rounding,
-            config.bias_correction_samples))
+            config.bias_correction_samples, config.floor_db, config.recover))
     with tempfile.TemporaryDirectory(dir=ctx.out_dir, prefix=".normalise-") as folder:
         normalised = _normalised(source, Path(folder) / "model.tflite", mode)
         meta = quantize_file(normalised.path, target, mode, ctx, settings)

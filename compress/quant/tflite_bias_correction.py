@@ -81,7 +81,8 @@ def correct_biases(float_path: Path, quantized_path: Path, feeds: list[dict], *,
             layer = layers[i]
             shift = _mean_error(interpreter(model, threads), layer, references.pop(i), feeds)
             steps = np.round(shift / layer.bias_scale).astype(np.int64)
-            biases[i][:] = np.clip(biases[i] - steps, -2**31, 2**31 - 1).astype(np.int32)
+            info = np.iinfo(biases[i].dtype)   # int32, or int64 in an int16x8 layer
+            biases[i][:] = np.clip(biases[i] - steps, info.min, info.max).astype(info.dtype)
             largest_shift = max(largest_shift, float(np.abs(shift).max()))
             advance(1)
     quantized_path.write_bytes(bytes(model))

@@ -1,14 +1,15 @@
 """Bias correction of a full-int8 .tflite file from one pass of the float .tflite file:
 compress/quant/fast_bias.py's correction, for TFLite's layouts.
 
-For each int8 CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED with an int32 bias, the
+For each int8 CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED with an integer bias (int32;
+int64 for the int16x8 layers of a mixed file, whose inputs are int16), the
 expected shift of its pre-activation output, per output channel, is
 
     shift = mean over positions of conv(W_q, Q(x)) - conv(W, x)
 
 with x the layer's input in the FLOAT model, Q(x) that input on the int8 layer's own
 input grid (clip(round(x / s) + z) - z) * s, and W_q the dequantized int8 weight (per
-output channel scales). The shift is subtracted from the int32 bias. One run of the
+output channel scales). The shift is subtracted from the bias. One run of the
 float model over the feeds, with every intermediate tensor kept, gives all layers'
 inputs; the int8 model is never run.
 
@@ -34,7 +35,8 @@ from typing import Callable
 
 import numpy as np
 
-from compress.quant.tflite_graph import Layer, bias_views, builtin_code, interpreter, invoke, schema
+from compress.quant.tflite_graph import (Layer, bias_views, builtin_code, integer_bounds,
+                                         interpreter, invoke, schema)
 
 DEPTHWISE = 4    # builtin operator code of DEPTHWISE_CONV_2D
 SAME = 0         # Padding enum (schema.fbs): SAME 0, VALID 1
@@ -60,7 +62,8 @@ class _Plan:
     integers: np.ndarray          # the int8 weight, in the op's layout
     grid: tuple[np.ndarray, np.ndarray]  # its scale and zero point, shaped to broadcast
     weight_buffer: int            # where `integers` live in the int8 file
-    input_q: tuple[float, int]    # scale and zero point of the int8 layer's input
+    input_q: tuple                # scale, zero point, lowest and highest integer of the
+                                  # quantized layer's input (int8, or int16 in int16x8)
     taps: _Taps
     fully_connected: bool
     input_shape: tuple[int, int, int]  # the input's height, width, channels (NHWC)
@@ -160,7 +163,8 @@ def _plan(layer: Layer, qmodel, op, float_op, integers: np.ndarray) -> _Plan:
     size = (*size, int(x.shape[-1]))
     return _Plan(layer, depthwise, int(float_op.inputs[0]), int(float_op.inputs[1]),
                  integers.copy(), (scale, zero), w.buffer,
-                 (float(x.quantization.scale[0]), int(x.quantization.zeroPoint[0])),
+                 (float(x.quantization.scale[0]), int(x.quantization.zeroPoint[0]),
+                  *integer_bounds(x.type)),
                  taps, fully_connected, size)
 
 
@@ -185,9 +189,10 @@ def plans(float_bytes: bytes, quantized: bytes, layers: list[Layer], threads: in
     return found
 
 
-def _fake_quantize(x: np.ndarray, scale: float, zero: int) -> np.ndarray:
-    """`x` as the int8 layer sees it: on its input's grid, clipped to int8."""
-    q = np.clip(np.round(x / np.float32(scale)) + zero, -128, 127)
+def _fake_quantize(x: np.ndarray, scale: float, zero: int, low: int = -128,
+                   high: int = 127) -> np.ndarray:
+    """`x` as the quantized layer sees it: on its input's grid, clipped to its integers."""
+    q = np.clip(np.round(x / np.float32(scale)) + zero, low, high)
     return (q - zero) * np.float32(scale)
 
 
@@ -239,11 +244,12 @@ def float_pass(float_bytes: bytes, files: dict[str, list[_Plan]], feeds: list[di
 
 
 def corrected(model: bytearray, plans: list[_Plan], sums: list[_Sums], weights: dict) -> dict:
-    """Each layer's int32 bias moved by its shift, in `model`'s bytes."""
+    """Each layer's bias (int32, int64) moved by its shift, in `model`'s bytes."""
     layers = [plan.layer for plan in plans]
     shifts = [total.shift(plan, weights[plan.weight]) for plan, total in zip(plans, sums)]
     for bias, layer, shift in zip(bias_views(model, layers), layers, shifts):
         steps = np.round(shift / layer.bias_scale).astype(np.int64)
-        bias[:] = np.clip(bias - steps, -2**31, 2**31 - 1).astype(np.int32)
+        info = np.iinfo(bias.dtype)
+        bias[:] = np.clip(bias - steps, info.min, info.max).astype(bias.dtype)
     return {"layers_corrected": len(plans), "method": "fast",
             "largest_mean_shift": max(float(np.abs(s).max()) for s in shifts)}

@@ -1,6 +1,8 @@
 """What the TFLite passes read of a full-int8 .tflite file and its float twin: the
 flatbuffer schema, the correctable layers (an int8 CONV_2D, DEPTHWISE_CONV_2D or
-FULLY_CONNECTED with an int32 bias) matched to the float model's tensors, writable views
+FULLY_CONNECTED with an integer bias: int32, or int64 where its activations are int16,
+as in the mixed files of the fidelity floor's recovery) matched to the float model's
+tensors, writable views
 of buffers inside the file's bytes, and an interpreter that keeps every intermediate
 tensor (TFLite's built-in kernels: XNNPACK keeps them inside its own graph).
 
@@ -12,11 +14,20 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# builtin operator codes (schema.fbs) of the ops whose input 2 is an int32 bias
+# builtin operator codes (schema.fbs) of the ops whose input 2 is an integer bias
 CORRECTABLE = {3: "CONV_2D", 4: "DEPTHWISE_CONV_2D", 9: "FULLY_CONNECTED"}
 # fused activation (ActivationFunctionType) -> range its output is clipped to
 ACTIVATION_RANGE = {0: (-np.inf, np.inf), 1: (0.0, np.inf), 2: (-1.0, 1.0), 3: (0.0, 6.0)}
 INT32 = 2  # TensorType.INT32
+# TensorType of a bias -> its dtype: int32 under int8 activations, int64 under int16 (int16x8)
+BIAS_TYPES = {INT32: np.int32, 4: np.int64}
+INT16 = 7  # TensorType.INT16: an int16x8 layer's input and output
+
+
+def integer_bounds(kind: int) -> tuple[int, int]:
+    """The lowest and highest integer of an int8 or int16 (TensorType `kind`) activation."""
+    info = np.iinfo(np.int16 if kind == INT16 else np.int8)
+    return int(info.min), int(info.max)
 
 
 @dataclass(frozen=True)
@@ -30,6 +41,7 @@ class Layer:
     output_zero_point: int
     low: float             # values outside (low, high) were clipped by one of the models
     high: float
+    bias_dtype: type = np.int32   # np.int64 for an int16x8 layer
 
 
 def schema():
@@ -70,8 +82,8 @@ def float_ops(content: bytes) -> dict[str, int]:
 
 
 def correctable_layers(float_model: bytes, quantized: bytes) -> list[Layer]:
-    """Conv / depthwise conv / fully connected ops with an int32 bias, in graph order,
-    matched to the float model's tensor of the same name."""
+    """Conv / depthwise conv / fully connected ops with an integer bias (BIAS_TYPES), in
+    graph order, matched to the float model's tensor of the same name."""
     graphs = schema()
     qmodel = graphs.ModelT.InitFromObj(graphs.Model.GetRootAs(quantized, 0))
     fmodel = graphs.ModelT.InitFromObj(graphs.Model.GetRootAs(float_model, 0))
@@ -83,10 +95,11 @@ def correctable_layers(float_model: bytes, quantized: bytes) -> list[Layer]:
             continue
         x, w, bias = (graph.tensors[i] for i in op.inputs[:3])
         out = graph.tensors[op.outputs[0]]
-        if bias.type != INT32 or out.name not in float_index or out.quantization is None:
+        if bias.type not in BIAS_TYPES or out.name not in float_index or out.quantization is None:
             continue
         scale, zero = float(out.quantization.scale[0]), int(out.quantization.zeroPoint[0])
         options = op.builtinOptions
+        bounds = integer_bounds(out.type)
         act_low, act_high = ACTIVATION_RANGE.get(
             getattr(options, "fusedActivationFunction", 0), (-np.inf, np.inf))
         layers.append(Layer(
@@ -95,13 +108,14 @@ def correctable_layers(float_model: bytes, quantized: bytes) -> list[Layer]:
             bias_scale=np.float64(x.quantization.scale[0]) * np.asarray(
                 w.quantization.scale, np.float64),
             output_scale=scale, output_zero_point=zero,
-            low=max(act_low, (-128 - zero) * scale), high=min(act_high, (127 - zero) * scale)))
+            low=max(act_low, (bounds[0] - zero) * scale),
+            high=min(act_high, (bounds[1] - zero) * scale), bias_dtype=BIAS_TYPES[bias.type]))
     return layers
 
 
 def bias_views(model: bytearray, layers: list[Layer]) -> list[np.ndarray]:
-    """Writable int32 views of each layer's bias inside `model`'s bytes."""
-    return buffer_views(model, [layer.bias_buffer for layer in layers], np.int32)
+    """Writable views of each layer's bias (int32 or int64) inside `model`'s bytes."""
+    return [buffer_views(model, [layer.bias_buffer], layer.bias_dtype)[0] for layer in layers]
 
 
 def buffer_views(model: bytearray, buffers: list[int], dtype) -> list[np.ndarray]:

@@ -10,6 +10,7 @@ from compress.core.artifacts import Output
 from compress.errors import ModelError
 from compress.core.lazy import require
 from compress.quant.schemes import bias_method
+from compress.quant.schemes.base import FloorSettings
 from compress.stagebase import StageConfig, register
 from compress.model.parity import parity_inputs, torch_outputs
 from export import presets
@@ -17,10 +18,11 @@ from export import presets
 PRECISION = {"fp32": "fp32", "fp16": "fp16", "dynamic-int8": "int8-dynamic", "int8": "int8"}
 
 
-class ExportTflite(StageConfig):
+class ExportTflite(StageConfig, FloorSettings):
     # 2: int8 output ranges widened to the float model's true extremes; 3: bias correction
     # 4: the fast bias correction by default; 5: GPTQ rounding, both ranges, checked
-    cache_version = 5
+    # 6: the fidelity floor and its recovery by mixed precision
+    cache_version = 6
     type: Literal["export.tflite"] = Field("export.tflite", description="a torch model to "
                                            "TFLite (fp32, fp16, dynamic-int8, int8)")
     mode: Literal[presets.TFLITE_MODES] = Field(  # type: ignore[valid-type]
@@ -145,7 +147,8 @@ def run(artifact, config: ExportTflite, ctx) -> list[Output]:
             "samples": config.samples, "channels_last": config.channels_last,
             "int8": Int8Settings(config.activation_ranges,
                                  bias_method(config.bias_correction),
-                                 config.weight_rounding, config.bias_correction_samples),
+                                 config.weight_rounding, config.bias_correction_samples,
+                                 config.floor_db, config.recover),
             "purpose": "export.tflite in mode int8"})
         fp32.unlink()
     reference = torch_outputs(model, ctx.inputs, feeds, torch)

@@ -52,47 +52,53 @@ def _rescaled(run, float_model) -> list[str]:
     return float_tensors(float_model) if kept else []
 
 
+def held(run, label: str, recover) -> dict:
+    """The floor's record for the file the run kept, recovered by `recover(run, kept,
+    score)` where it falls below (one rule for both formats; `label` names the scheme in
+    the notes): the floor, what it scored, and after recovery every step and layer."""
+    floor = run.settings.floor_db
+    kept = run.target.read_bytes()
+    score = run.score_of(kept)
+    meta = {"floor_db": floor, "sqnr_db": score, "check_feeds": len(run.check_feeds()[0])}
+    if score >= floor:
+        return {**meta, "held": True}
+    below = f"{label}: output SQNR {{}} dB on the calibration feeds"
+    if not run.settings.recover:
+        run.ctx.progress.note(below.format(f"{score:.1f}") + f", below floor_db {floor:g} "
+                              "(recover: false)")
+        return {**meta, "held": False, "recovered": False}
+    started = time.perf_counter()
+    with run.ctx.progress.task(f"recovering fidelity ({score:.1f} dB < floor "
+                               f"{floor:g} dB)", None):
+        search = recover(run, kept, score)
+    run.target.write_bytes(search.model)
+    _say_unscored(run, search.steps, label)
+    if search.now < floor:
+        run.ctx.progress.note(below.format(f"{search.now:.1f}") + f" after recovery (from "
+                              f"{score:.1f} dB), still below floor_db {floor:g}")
+    layers = [{"layer": group.words(), "tensor": group.tensor, "node": group.producer,
+               "op": group.op, "precision": level, "alone_sqnr_db": search.costs[group]}
+              for group, level in search.levels.items()]
+    return {**meta, "held": search.now >= floor, "recovered": True,
+            "sqnr_db_after": search.now, "layers": layers,
+            "steps": [step.record() for step in search.steps],
+            "seconds": round(time.perf_counter() - started, 2)}
+
+
 class _Onnx:
     record = "fidelity_floor"
 
     def apply(self, run) -> dict:
-        floor = run.settings.floor_db
-        kept = run.target.read_bytes()
-        score = run.score_of(kept)
-        meta = {"floor_db": floor, "sqnr_db": score, "check_feeds": len(run.check_feeds()[0])}
-        if score >= floor:
-            return {**meta, "held": True}
-        if not run.settings.recover:
-            run.ctx.progress.note(f"int8-static: output SQNR {score:.1f} dB on the "
-                                  f"calibration feeds, below floor_db {floor:g} "
-                                  "(recover: false)")
-            return {**meta, "held": False, "recovered": False}
-        started = time.perf_counter()
-        with run.ctx.progress.task(f"recovering fidelity ({score:.1f} dB < floor "
-                                   f"{floor:g} dB)", None):
-            search = _recover(run, kept, score)
-        run.target.write_bytes(search.model)
-        _say_unscored(run, search.steps)
-        if search.now < floor:
-            run.ctx.progress.note(f"int8-static: output SQNR {search.now:.1f} dB on the "
-                                  f"calibration feeds after recovery (from {score:.1f} dB), "
-                                  f"still below floor_db {floor:g}")
-        layers = [{"layer": group.words(), "tensor": group.tensor, "node": group.producer,
-                   "op": group.op, "precision": level, "alone_sqnr_db": search.costs[group]}
-                  for group, level in search.levels.items()]
-        return {**meta, "held": search.now >= floor, "recovered": True,
-                "sqnr_db_after": search.now, "layers": layers,
-                "steps": [step.record() for step in search.steps],
-                "seconds": round(time.perf_counter() - started, 2)}
+        return held(run, "int8-static", _recover)
 
 
-def _say_unscored(run, steps: list) -> None:
-    """A note where moves' models could not be scored (each step's record has its
+def _say_unscored(run, steps: list, label: str) -> None:
+    """A note where moves' models could not be made or scored (each step's record has its
     reason): a recovery that tried nothing it could measure must not pass for one that
     found nothing to gain."""
-    failed = [step for step in steps if step.reason]
+    failed = [step for step in steps if getattr(step, "reason", None)]
     if failed:
-        run.ctx.progress.note(f"int8-static: {len(failed)} of {len(steps)} recovery moves "
+        run.ctx.progress.note(f"{label}: {len(failed)} of {len(steps)} recovery moves "
                               f"could not be scored, e.g. {failed[0].group.words()} to "
                               f"{failed[0].to}: {failed[0].reason}")
 

@@ -4,13 +4,15 @@ file. ai-edge-quantizer is the quantizer, once per activation range estimator
 layers make the candidates of each file (tflite_candidates.py); the check runs each on
 CHECK_FEEDS of the calibration feeds against the float file's outputs and keeps one by
 the check's rule, with this format's margin (FIT_MARGIN_DB). Which wins depends on the
-model (docs/tflite.md).
+model (docs/tflite.md). The run keeps what the fidelity floor (tflite_floor.py) works
+from: each file's activation ranges, the candidate kept, the check's feeds and scores.
 
     write_int8(fp32, target, calibration, settings, ctx) -> meta
 """
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import tempfile
 from dataclasses import dataclass
@@ -33,6 +35,8 @@ class Int8Settings:
     bias_correction: str | None  # checked, fast, sequential, or None (off)
     weight_rounding: str        # nearest or gptq
     samples: int                # calibration feeds for the correction and the rounding
+    floor_db: float | None = None  # the fidelity floor (passes/tflite_floor.py); None: off
+    recover: bool = True        # below the floor, recover by mixed precision
 
     def bias_method(self) -> str | None:
         """The bias correction run, as the passes read it from either stage's settings."""
@@ -60,14 +64,15 @@ def write_int8(fp32: Path, target: Path, calibration: list[dict], settings: Int8
 
 
 def quantized_files(fp32: Path, calibration: list[dict], settings: Int8Settings,
-                    folder: Path) -> dict[str, bytes]:
-    """ai-edge-quantizer's file for each range estimator asked for, written in `folder`."""
+                    folder: Path) -> tuple[dict[str, bytes], dict[str, dict]]:
+    """ai-edge-quantizer's file for each range estimator asked for, written in `folder`,
+    and the activation ranges each was quantized with (by estimator)."""
     from export.tflite import RANGES, converter_logs_hidden, quantize_int8
     names = list(RANGES) if settings.ranges == "auto" else [settings.ranges]
     files = {name: folder / f"{name}.tflite" for name in names}
     with converter_logs_hidden():
-        quantize_int8(fp32, files, calibration)
-    return {name: path.read_bytes() for name, path in files.items()}
+        ranges = quantize_int8(fp32, files, calibration)
+    return {name: path.read_bytes() for name, path in files.items()}, ranges
 
 
 def layer_candidates(fp32: Path, files: dict[str, bytes], calibration: list[dict],
@@ -94,7 +99,7 @@ def layer_candidates(fp32: Path, files: dict[str, bytes], calibration: list[dict
 def make_candidates(fp32: Path, calibration: list[dict], settings: Int8Settings,
                     folder: Path, progress=None) -> tuple[dict[tuple, bytes], dict]:
     """quantized_files, then layer_candidates: the stage's candidates, made apart."""
-    files = quantized_files(fp32, calibration, settings, folder)
+    files, _ = quantized_files(fp32, calibration, settings, folder)
     return layer_candidates(fp32, files, calibration, settings, progress)
 
 
@@ -115,21 +120,18 @@ def _meta(settings: Int8Settings, report: dict, kept: tuple) -> dict:
     return meta
 
 
-def _checked(fp32: Path, candidates: dict[tuple, bytes], calibration: list[dict],
-             folder: Path) -> tuple[tuple, dict[tuple, float]]:
-    """The candidate the check keeps, and every candidate's SQNR against the float
-    file's outputs, on CHECK_FEEDS of the calibration feeds."""
+def scores(candidates: dict, feeds: list[dict], reference: list, folder: Path) -> dict:
+    """Each candidate's output SQNR (dB, the worst output) against `reference`, the
+    float file's outputs on `feeds`."""
     from compress.model.run import run_feeds
     from runtimes.metrics import feed_fidelity
-    feeds = spread(calibration, CHECK_FEEDS)
-    reference, scores = run_feeds(fp32, None, feeds), {}
+    found = {}
     with tempfile.TemporaryDirectory(dir=folder, prefix=".check-") as scratch:
         for name, content in candidates.items():
             path = Path(scratch) / "candidate.tflite"
             path.write_bytes(content)
-            scores[name] = round(feed_fidelity(run_feeds(path, None, feeds), reference)["sqnr_db"], 2)
-    fitted = {key for key in scores if key[1] == "gptq" or key[2]}
-    return keep(scores, fitted, FIT_MARGIN_DB), scores
+            found[name] = round(feed_fidelity(run_feeds(path, None, feeds), reference)["sqnr_db"], 2)
+    return found
 
 
 class TfliteRun:
@@ -142,24 +144,50 @@ class TfliteRun:
         self.fp32, self.target, self.calibration = fp32, target, calibration
         self.settings, self.ctx = settings, ctx
         self.files: dict[str, bytes] = {}
+        self.ranges: dict[str, dict] = {}   # each file's activation ranges, by estimator
+        self.kept: tuple = ()               # the candidate kept: (ranges, rounding, corrected)
+        self.scored: dict = {}              # sha256 of a file -> its check score
+        self._check_feeds = None
         self.meta: dict = {}
 
     def quantize(self, ranges: list, plan) -> None:
         with tempfile.TemporaryDirectory(dir=self.target.parent, prefix=".int8-") as folder:
-            self.files = quantized_files(self.fp32, self.calibration, self.settings,
-                                         Path(folder))
+            self.files, self.ranges = quantized_files(self.fp32, self.calibration,
+                                                      self.settings, Path(folder))
+
+    def check_feeds(self) -> tuple[list, list]:
+        """The check's feeds (CHECK_FEEDS of the calibration feeds) and the float file's
+        outputs on them."""
+        if self._check_feeds is None:
+            from compress.model.run import run_feeds
+            feeds = spread(self.calibration, CHECK_FEEDS)
+            self._check_feeds = feeds, run_feeds(self.fp32, None, feeds)
+        return self._check_feeds
+
+    def score_of(self, content: bytes) -> float:
+        """The check's score of `content`: as the check scored these very bytes, else now."""
+        digest = hashlib.sha256(content).digest()
+        if digest not in self.scored:
+            self.scored[digest] = scores({"": content}, *self.check_feeds(),
+                                         self.target.parent)[""]
+        return self.scored[digest]
 
     def check(self, passes: list, plan) -> None:
         """Every candidate the passes on the layers make of every file; where there are
-        several, the one the check keeps."""
+        several, the one the check keeps (the highest score, FIT_MARGIN_DB)."""
         candidates, report = layer_candidates(self.fp32, self.files, self.calibration,
                                               self.settings, self.ctx.progress)
         kept = next(iter(candidates))
         if len(candidates) > 1:
-            kept, scores = _checked(self.fp32, candidates, self.calibration, self.target.parent)
+            found = scores(candidates, *self.check_feeds(), self.target.parent)
+            self.scored.update({hashlib.sha256(candidates[k]).digest(): v
+                                for k, v in found.items()})
+            fitted = {key for key in found if key[1] == "gptq" or key[2]}
+            kept = keep(found, fitted, FIT_MARGIN_DB)
             self.meta["check"] = {
                 "kept": label(*kept), "check_feeds": min(CHECK_FEEDS, len(self.calibration)),
-                "calibration_sqnr_db": {label(*k): v for k, v in scores.items()}}
+                "calibration_sqnr_db": {label(*k): v for k, v in found.items()}}
+        self.kept = kept
         self.target.write_bytes(candidates[kept])
         self.meta.update(_meta(self.settings, report, kept), ranges=kept[0])
 

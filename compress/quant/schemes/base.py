@@ -7,17 +7,19 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal, Optional, Union
 
-from pydantic import Field, NonNegativeFloat
+from pydantic import BaseModel, Field, NonNegativeFloat
 
 from compress.stagebase import StageConfig
 from export import presets
+from profiles.schema import FLOOR_DB  # the same floor the verdicts judge variants by
 
 
 class QuantizeBase(StageConfig):
     # 2: int4 schemes, asymmetric int4 by default, effective bits recorded; 3: presets,
     # the graph's Q/DQ types recorded; 4: one config class per scheme; 5: a TFLite model's
-    # int8 rounded by GPTQ and checked over two range estimators
-    cache_version = 5
+    # int8 rounded by GPTQ and checked over two range estimators; 6: a TFLite model's int8
+    # held to the fidelity floor (passes/tflite_floor.py)
+    cache_version = 6
     type: Literal["quantize"] = Field("quantize", description="INT8, INT4 or fp16 "
                                       "quantization of an ONNX, TFLite or torch model")
     preset: presets.PresetName = Field(
@@ -78,6 +80,20 @@ class QuantizeBase(StageConfig):
 
 # Settings other schemes have, as constants for the schemes that do not (read by the code
 # every scheme goes through).
+class FloorSettings(BaseModel):
+    """The fidelity floor's settings, the same for int8-static and export.tflite's int8
+    (compress/quant/passes/recovery.py, tflite_floor.py; docs/int8.md, docs/tflite.md)."""
+    floor_db: Optional[float] = Field(
+        FLOOR_DB, description="int8: the least output SQNR (dB, the worst output, against "
+        "the float model on the check's calibration feeds) the quantized model must keep; "
+        "below it the model is recovered (`recover`) or a note says so; null: not checked")
+    recover: bool = Field(
+        True, description="int8: below floor_db, give the activations that cost the outputs "
+        "most 16 bits (float where 16 are not enough or the op has none), one at a time "
+        "until the floor holds, then take back each the floor holds without; every step is "
+        "recorded. false: only say the model is below the floor")
+
+
 class OnnxruntimeOnly:
     backend: ClassVar[str] = "onnxruntime"
 

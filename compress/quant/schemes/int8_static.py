@@ -7,9 +7,9 @@ from typing import Literal, Optional, Union
 
 from pydantic import Field, PositiveInt, model_validator
 
-from compress.quant.schemes.base import Int8Base, backend_field, neural_compressor, streamed
+from compress.quant.schemes.base import (FloorSettings, Int8Base, backend_field,
+                                         neural_compressor, streamed)
 from compress.quant.schemes.registry import register_scheme
-from profiles.schema import FLOOR_DB  # the same floor the verdicts judge variants by
 
 # Bias correction when `bias_correction` is unset, ONNX and TFLite alike (docs/int8.md,
 # docs/tflite.md): the fast correction, checked on the calibration feeds and kept where it
@@ -25,7 +25,7 @@ def bias_method(setting) -> Optional[str]:
     return {False: None, True: "fast"}.get(setting, setting)
 
 
-class Int8Static(Int8Base):
+class Int8Static(Int8Base, FloorSettings):
     scheme: Literal["int8-static"] = Field(
         "int8-static", description="int8-static: QDQ with calibrated activations (CNNs)")
     backend: Literal["onnxruntime", "neural-compressor"] = backend_field()
@@ -91,21 +91,6 @@ class Int8Static(Int8Base):
         "gptq", description="how int8 weights are rounded (ONNX and TFLite): gptq, error-compensating "
         "against the layer's inputs on the calibration feeds (same scales, same speed), or "
         "nearest (quantize_static's)")
-
-    # 10 dB: the corpus's good int8-static models as kept score 16.2 (ddddocr's detector,
-    # box F1 0.97 against FP32) to 39.8 dB on the check; the broken ones of issue 36 score
-    # 3.3 (PP-PicoDet) and 2.0 dB (openWakeWord's log-mel front end), and the recovery
-    # lifts them to 10.4 and 11.4 dB (docs/int8.md, "The fidelity floor and recovery")
-    floor_db: Optional[float] = Field(
-        FLOOR_DB, description="the least output SQNR (dB, the worst output, against "
-        "the float model on the check's calibration feeds) the quantized model must keep; "
-        "below it the model is recovered (`recover`) or a note says so; null: not checked. "
-        "ONNX models")
-    recover: bool = Field(
-        True, description="below floor_db, give the activations that cost the outputs most "
-        "16 bits (float where 16 are not enough), one at a time until the floor holds, then "
-        "take back each the floor holds without; every step is recorded. false: only say "
-        "the model is below the floor")
 
     def bias_method(self) -> Optional[str]:
         return bias_method(self.bias_correction)

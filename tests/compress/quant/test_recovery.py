@@ -25,7 +25,7 @@ def _net():
                          nn.Flatten(), nn.Linear(32, 10))
 
 
-def _spread(model, x):
+def _spread(model, x, smallest: float = 0.08):
     """The network with its batch norms folded and the stem's output channels rescaled
     (the depthwise conv's weights by the inverse: ReLU lets the scale through): the
     channel the outputs need least spans 0..45, the others 0..0.08 to 0..1."""
@@ -41,7 +41,7 @@ def _spread(model, x):
             return float((model[6:](torch.relu(depthwise(cut))) - out).pow(2).mean())
         least = min(range(16), key=loss_without)
         target = torch.empty(16)
-        target[[k for k in range(16) if k != least]] = torch.logspace(np.log10(0.08), 0, 15)
+        target[[k for k in range(16) if k != least]] = torch.logspace(np.log10(smallest), 0, 15)
         target[least] = 45.0
         scale = target / h.amax(dim=(0, 2, 3))
         stem.weight.mul_(scale[:, None, None, None])
