@@ -78,7 +78,10 @@ def _files(artifacts, run_dir: Path, baselines: set) -> dict:
         if a.format in ("torch",):
             continue
         path = (run_dir / a.path).resolve()
-        files[a.id] = {"path": str(path), "format": a.format, "precision": a.precision,
+        # an "INT8" file that holds no int8 op computes in float: said so where it is picked
+        precision = ("fp32 (nothing was quantized)" if (a.meta or {}).get("quantized_nothing")
+                     else a.precision)
+        files[a.id] = {"path": str(path), "format": a.format, "precision": precision,
                        "baseline": a.id in baselines}
     return files
 

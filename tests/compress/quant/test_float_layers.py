@@ -107,3 +107,7 @@ def test_an_int8_file_with_nothing_quantized_says_so(if_project):
     said = result.artifacts[-1].meta["quantized_nothing"]
     assert said.startswith("nothing was quantized") and "If/Loop/Scan subgraphs" in said
     assert "nothing quantized" in (result.run_dir / "report.md").read_text()
+    from compress.report.recommend import _files
+    [made] = [a for a in result.artifacts if a.id != "00-source"]
+    assert _files([made], result.run_dir, set())[made.id]["precision"] == \
+        "fp32 (nothing was quantized)"
