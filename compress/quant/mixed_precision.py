@@ -220,16 +220,25 @@ def recover(start: tuple[bytes, float], costs: list, build: Callable, score: Cal
     down (a power spectrum's two halves), so one move alone may gain nothing. Where
     16 bits were not enough, those groups float, one at a time. Then every move is taken
     back, least costly group first, where the floor holds without it (where it was not
-    reached: where the score stays within `aim.min_gain_db` of the best)."""
+    reached: from the best state the moves passed, since a move can lower the score,
+    where the score stays within `aim.min_gain_db` of it)."""
     search = Search(build, score, *start, dict(costs))
-    for group, _ in costs[:aim.max_steps]:
+    best = [dict(search.levels), search.model, search.now]
+
+    def forward(group, level) -> bool:
+        """One move kept whatever it scores; False once the floor holds."""
         if search.now >= aim.floor_db:
-            break
-        search.move(group, _more_bits(group), lambda db: True)
-    for group in [g for g, level in search.levels.items() if level == SIXTEEN_BIT]:
-        if search.now >= aim.floor_db:
-            break
-        search.move(group, FLOAT, lambda db: True)
+            return False
+        search.move(group, level, lambda db: True)
+        if search.now > best[2]:
+            best[:] = [dict(search.levels), search.model, search.now]
+        return True
+    all(forward(group, _more_bits(group)) for group, _ in costs[:aim.max_steps])
+    all(forward(group, FLOAT) for group in
+        [g for g, level in search.levels.items() if level == SIXTEEN_BIT])
+    if search.now < aim.floor_db and best[2] > search.now:
+        # out of reach: take moves back from the best state passed, not from the last
+        search.levels, search.model, search.now = best
     bar = aim.floor_db if search.now >= aim.floor_db else search.now - aim.min_gain_db
     for group in reversed(list(search.levels)):
         lower = ([SIXTEEN_BIT] if search.levels[group] == FLOAT and group.bits == 8 else [])
