@@ -21,8 +21,9 @@ PRECISION = {"fp32": "fp32", "fp16": "fp16", "dynamic-int8": "int8-dynamic", "in
 class ExportTflite(StageConfig, FloorSettings):
     # 2: int8 output ranges widened to the float model's true extremes; 3: bias correction
     # 4: the fast bias correction by default; 5: GPTQ rounding, both ranges, checked
-    # 6: the fidelity floor and its recovery by mixed precision
-    cache_version = 6
+    # 6: the fidelity floor and its recovery by mixed precision; 7: its take-backs from
+    # the best state passed
+    cache_version = 7
     type: Literal["export.tflite"] = Field("export.tflite", description="a torch model to "
                                            "TFLite (fp32, fp16, dynamic-int8, int8)")
     mode: Literal[presets.TFLITE_MODES] = Field(  # type: ignore[valid-type]

@@ -18,8 +18,9 @@ class QuantizeBase(StageConfig):
     # 2: int4 schemes, asymmetric int4 by default, effective bits recorded; 3: presets,
     # the graph's Q/DQ types recorded; 4: one config class per scheme; 5: a TFLite model's
     # int8 rounded by GPTQ and checked over two range estimators; 6: a TFLite model's int8
-    # held to the fidelity floor (passes/tflite_floor.py)
-    cache_version = 6
+    # held to the fidelity floor (passes/tflite_floor.py); 7: the recovery's take-backs
+    # from the best state passed
+    cache_version = 7
     type: Literal["quantize"] = Field("quantize", description="INT8, INT4 or fp16 "
                                       "quantization of an ONNX, TFLite or torch model")
     preset: presets.PresetName = Field(
