@@ -75,18 +75,11 @@ def _float_nodes(model) -> list[tuple]:
     return found
 
 
-def unquantized(path: Path) -> str | None:
-    """quantized_nothing of the file at `path`."""
-    import onnx
-    return quantized_nothing(onnx.load(str(path), load_external_data=False))
-
-
-def float_layers(path: Path, feed: dict | None, threads: int = 1) -> list[dict]:
-    """[{node, op, why, time_share}] of the INT8 file at `path`; time_share is measured on
+def float_layers(path: Path, model, feed: dict | None, threads: int = 1) -> list[dict]:
+    """[{node, op, why, time_share}] of the INT8 file at `path` (`model`, its graph, read
+    once by the caller); time_share is measured on
     `feed` (one model call) when there is one, else None, as it is for a node that
     onnxruntime fused away."""
-    import onnx
-    model = onnx.load(str(path), load_external_data=False)
     found = _float_nodes(model)
     if not found:
         return []

@@ -7,11 +7,11 @@ from __future__ import annotations
 from html import escape
 
 from compress.report.html_parts import table
+from compress.report.md_tables import output_judges
 
 
 def _judges(report: dict) -> str:
-    judges = next((b["metric"]["details"]["judges"] for b in report["benchmarks"]
-                   if ((b.get("metric") or {}).get("details") or {}).get("judges")), None)
+    judges = output_judges(report)
     if not judges:
         return ""
     return ("<h3>Which figure judged each output</h3><p>Without labels each output is judged "

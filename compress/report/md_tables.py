@@ -210,11 +210,17 @@ def _tflite_form_lines(name: str, meta: dict) -> list[str]:
     return [f"### {md(name)}: the TFLite file", "", " ".join(words), ""]
 
 
+def output_judges(report: dict) -> dict | None:
+    """{output: {metric, why}} of the first measurement judged with primary auto (every
+    measurement judges alike), None where none was."""
+    return next((b["metric"]["details"]["judges"] for b in report["benchmarks"]
+                 if ((b.get("metric") or {}).get("details") or {}).get("judges")), None)
+
+
 def judge_lines(report: dict) -> list[str]:
     """Which figure judged each output (fidelity with primary auto), and why: said once,
     from the first measurement that has them (every measurement judges alike)."""
-    judges = next((b["metric"]["details"]["judges"] for b in report["benchmarks"]
-                   if ((b.get("metric") or {}).get("details") or {}).get("judges")), None)
+    judges = output_judges(report)
     if not judges:
         return []
     names = {"top1_agreement": "top-1 agreement", "cosine": "cosine similarity"}

@@ -167,13 +167,15 @@ def _float_layers(target: Path, ctx, wanted: bool) -> dict:
     time (compress/quant/float_layers.py); none for other precisions and streamed files."""
     if not wanted:
         return {}
-    from compress.quant.float_layers import float_layers, unquantized
-    nothing = unquantized(target)
+    import onnx
+    from compress.quant.float_layers import float_layers, quantized_nothing
+    model = onnx.load(str(target), load_external_data=False)
+    nothing = quantized_nothing(model)
     if nothing:   # said loudly: an "INT8" artifact that is the float model, only bigger
         ctx.progress.note(f"int8: {nothing}")
         return {"quantized_nothing": nothing}
     feeds, _ = ctx.sample_feeds(1)
-    found = float_layers(target, feeds[0] if feeds else None)
+    found = float_layers(target, model, feeds[0] if feeds else None)
     return {"float_layers": found} if found else {}
 
 
