@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Union
 
 from compress.config.pipeline import Pipeline, load_pipeline, parse_pipeline
+from compress.errors import NoSpace
 from compress.runner.run import Result, run_pipeline
 
 
@@ -48,7 +49,8 @@ def run(pipeline: Union[str, Path, Pipeline, dict], *, force: bool = False,
     kept when the type is the same.
 
     Returns a Result with `artifacts`, `benchmarks`, `verdicts`, `passed` and `run_dir`.
-    Raises a CompressError subclass for bad input (ConfigError, DataError, ModelError, ...).
+    Raises a CompressError subclass for bad input (ConfigError, DataError, ModelError, ...);
+    a full disk (an OSError ENOSPC or EDQUOT) as NoSpace.
     """
     config_text = None
     if isinstance(pipeline, (str, Path)):
@@ -62,6 +64,18 @@ def run(pipeline: Union[str, Path, Pipeline, dict], *, force: bool = False,
         raise ConfigError(f"compress.run takes a YAML path, a Pipeline or a dict, not "
                           f"{type(pipeline).__name__}")
     pipeline = with_executor(renamed(pipeline, name, output), executor)
+    try:
+        return _run_resolved(pipeline, force, strict, quiet, config_text)
+    except Exception as exc:
+        full = NoSpace.found_in(exc)   # ENOSPC, EDQUOT: the user's disk, not a bug
+        if full is None or full is exc:
+            raise
+        raise full from exc
+
+
+def _run_resolved(pipeline: Pipeline, force: bool, strict: bool, quiet: bool,
+                  config_text: str | None) -> Result:
+    """The pipeline, its folder and executor settled: its search, or its one run."""
     if pipeline.search is not None:
         from compress.search.driver import run_search
         return run_search(pipeline, force=force, strict=strict, quiet=quiet,
@@ -89,4 +103,7 @@ def with_executor(pipeline: Pipeline, executor: str | None) -> Pipeline:
 
 def _note(quiet: bool):
     import sys
-    return (lambda message: None) if quiet else (lambda message: print(message, file=sys.stderr))
+
+    from runtimes.safe_text import safe_text   # a trial's note carries user data
+    return ((lambda message: None) if quiet else
+            (lambda message: print(safe_text(message), file=sys.stderr)))

@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 
-from compress.errors import CompressError
+from compress.errors import CompressError, NoSpace
+from runtimes.safe_text import safe_text
 
 
 EXIT_CODES = """exit codes:
@@ -80,18 +82,25 @@ def _cmd_run(args) -> int:
     return result.exit_code
 
 
+def _say(line: str) -> None:
+    """One line of output. Its fields come from outside (a profile's arch, a model's
+    names, a report read back, a path): nothing in them may drive the terminal, start a
+    line of its own or show a URL's password."""
+    print(safe_text(line, multiline=False))
+
+
 def _print_summary(result) -> None:
     """Each variant's fit per target, then what to ship per target, with its numbers."""
     for row in result.report["fits"]:
         label = row["artifact"] + (" (baseline)" if row["baseline"] else "")
-        print(f"{row['target']:<18} {label:<28} {row['fits']}")
+        _say(f"{row['target']:<18} {label:<28} {row['fits']}")
     for target, reasons in result.report.get("unmeasured_reasons", {}).items():
         for budget, reason in reasons.items():   # once per target, not once per row
-            print(f"{target:<18} {budget} unmeasured: {reason}")
+            _say(f"{target:<18} {budget} unmeasured: {reason}")
     for rec in result.report.get("recommendations", ()):
-        print(rec["summary"])
+        _say(rec["summary"])
     status = "PASSED" if result.passed else "FAILED"
-    print(f"{status}: report at {result.run_dir.resolve() / 'report.md'} (json: report.json)")
+    _say(f"{status}: report at {result.run_dir.resolve() / 'report.md'} (json: report.json)")
 
 
 def _cmd_validate(args) -> int:
@@ -108,9 +117,9 @@ def _cmd_validate(args) -> int:
         searched = (f", searching {count} combination{'s' if count > 1 else ''} of "
                     f"{', '.join(pipeline.search.space)}")
     stages, targets = len(pipeline.stages), len(pipeline.targets)
-    print(f"{args.file}: valid pipeline '{pipeline.name}' with {stages} stage"
-          f"{'s' if stages != 1 else ''} and {targets} target{'s' if targets != 1 else ''}"
-          f"{searched}")
+    _say(f"{args.file}: valid pipeline '{pipeline.name}' with {stages} stage"
+         f"{'s' if stages != 1 else ''} and {targets} target{'s' if targets != 1 else ''}"
+         f"{searched}")
     return 0
 
 
@@ -136,12 +145,13 @@ def _cmd_profiles(args) -> int:
             engines += (f", weight cache in {runtime.xnnpack_weight_cache}"
                         if runtime.xnnpack_weight_cache else "")
             engines += f", TFLite mode {p.export.tflite_mode}" if p.export.tflite_mode else ""
-        print(f"{p.name:<18} {p.device.arch:<8} {p.description}\n{'':<18} engines: {engines}"
-              f"\n{'':<18} budget: {budget}")
+        _say(f"{p.name:<18} {p.device.arch:<8} {p.description}")
+        _say(f"{'':<18} engines: {engines}")
+        _say(f"{'':<18} budget: {budget}")
         lm = ", ".join(f"{k}={v:g}" for k, v in p.language_model.limits().items() if v is not None)
         if lm:
-            print(f"{'':<18} language model: {lm} (prompt {p.language_model.prompt_tokens}, "
-                  f"context {p.language_model.context_tokens} tokens)")
+            _say(f"{'':<18} language model: {lm} (prompt {p.language_model.prompt_tokens}, "
+                 f"context {p.language_model.context_tokens} tokens)")
     return 0
 
 
@@ -156,19 +166,27 @@ def _cmd_runs(args) -> int:
     from pathlib import Path
     from compress.runner.history import list_runs
     output = Path(args.output)
-    if not output.is_dir():   # missing, or a file
-        print(f"no runs: {output} is not a folder (give the pipeline's output folder with "
-              "--output)", file=sys.stderr)
-        return 2
-    found = list_runs(output, with_history=args.all)
+    try:
+        folder = output.is_dir()
+    except OSError:   # it cannot be looked at: list_runs says why
+        folder = True
+    if not folder:   # missing, or a file: said as every other bad input is
+        from compress.errors import ConfigError
+        what = "is not a folder" if output.exists() else "does not exist"
+        raise ConfigError(f"no runs: {output} {what} (give the pipeline's output folder "
+                          "with --output)")
+    skipped: list = []
+    found = list_runs(output, with_history=args.all, skipped=skipped)
+    for path, why in skipped:   # a report.json no run wrote: named, and left out
+        print(safe_text(f"skipped {path}: {why}", multiline=False), file=sys.stderr)
     if args.json:
         print(json.dumps([{**e.__dict__, "folder": str(e.folder)} for e in found], indent=2))
         return 0
     for entry in found:
-        print(f"{entry.name:<28} {entry.created:<25} {'PASSED' if entry.passed else 'FAILED'}  "
-              f"config {entry.config_sha256[:8]}  {entry.folder}")
+        _say(f"{entry.name:<28} {entry.created:<25} {'PASSED' if entry.passed else 'FAILED'}  "
+             f"config {entry.config_sha256[:8]}  {entry.folder}")
         for line in entry.recommendations if entry.latest else ():
-            print(f"{'':<4}{line}")
+            _say(f"{'':<4}{line}")
     return 0
 
 
@@ -178,8 +196,9 @@ def _cmd_compare(args) -> int:
     from compress.runner.history import load_report, resolve
     reports = [resolve(ref, Path(args.output)) for ref in (args.a, args.b)]
     loaded = [load_report(path) for path in reports]
-    print(f"A: {reports[0]}\nB: {reports[1]}")
-    print("\n".join(compare(*loaded)))
+    _say(f"A: {reports[0]}")
+    _say(f"B: {reports[1]}")
+    print("\n".join(compare(*loaded)))   # each line made safe by compare()
     return 0
 
 
@@ -203,12 +222,38 @@ def _dispatch(args) -> int:
               "`python -m runtimes bench`)", file=sys.stderr)
         return 2
     except CompressError as exc:
+        exc = NoSpace.found_in(exc) or exc   # a library's error about a file cut short
         print(f"error: {exc}", file=sys.stderr)
         return exc.exit_code
+    except Exception as exc:
+        full = NoSpace.found_in(exc)   # ENOSPC, EDQUOT: the user's disk, not a bug
+        if full is None:
+            raise
+        print(f"error: {full}", file=sys.stderr)
+        return full.exit_code
+
+
+def _safe_library_warnings() -> None:
+    """A library's warnings (Python's `warnings`, a log line with no handler of its own)
+    quote what they were given: a module's name, a path, a URI. They pass the one
+    sanitizer the CLI's own lines pass."""
+    import warnings
+    if not getattr(warnings.formatwarning, "safe_text", False):
+        plain = warnings.formatwarning
+        warnings.formatwarning = lambda *a, **k: safe_text(plain(*a, **k))
+        warnings.formatwarning.safe_text = True
+    if logging.lastResort is not None:
+        logging.lastResort.setFormatter(_SafeFormatter())
+
+
+class _SafeFormatter(logging.Formatter):
+    def format(self, record) -> str:
+        return safe_text(super().format(record))
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    _safe_library_warnings()
     try:
         return _dispatch(args)
     except BrokenPipeError:   # `| head` read what it wanted: no traceback, no more output

@@ -3,19 +3,53 @@
 A stage is a frozen pydantic config with a `type` tag plus one function
 `run(input_artifact, config, ctx) -> list of artifacts`. The YAML is the Python API
 serialised: `Int8Static(calibration="entropy")` and `{type: quantize, scheme: int8-static,
-calibration: entropy}` are the same object.
+calibration: entropy}` are the same object, and a mistake in either is the same
+ConfigError naming the setting.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Callable, ClassVar, Optional
 
-from pydantic import Field
+from pydantic import BaseModel, Field, ValidationError
 
-from profiles.validation import Strict
+from compress.errors import ConfigError
+from profiles.validation import Strict, clean_location, field_of, first_per_field, message_of
 
 
-class StageConfig(Strict):
+def settings_error(what: str, exc: ValidationError) -> ConfigError:
+    """A stage's settings refused in Python (`ExportOnnx(opset=3)`): the error the YAML
+    gives for them (the setting, then what is wrong with it), with the class named."""
+    errors = first_per_field(exc.errors())
+    # a rule over several settings has no location: its message names them
+    found = [(clean_location(e["loc"]), message_of(e)) for e in errors]
+    said = [f"{field_of(loc)}: {message}" if loc else message for loc, message in found]
+    text = f"{what}: {said[0]}"
+    if len(said) > 1:
+        text += f" (and {len(said) - 1} more: {'; '.join(said[1:4])})"
+    error = ConfigError(text)
+    error.field = field_of(found[0][0]) if found[0][0] else None
+    return error
+
+
+class _CheckedInPython(type(BaseModel)):
+    """Builds a stage config called from Python, `ExportOnnx(opset=17)`, turning pydantic's
+    ValidationError into settings_error's ConfigError. A pipeline's own validation (a
+    stage given as a dict) never calls the class, so it keeps its own messages (the
+    stage's place in the file) and its validation context."""
+
+    def __call__(cls, /, *args, **settings):
+        if args:
+            raise ConfigError(f"{cls.__name__} takes its settings by name "
+                              f"({cls.__name__}(setting=value, ...)), not {len(args)} "
+                              "positional value(s)")
+        try:
+            return super().__call__(**settings)
+        except ValidationError as exc:
+            raise settings_error(cls.__name__, exc) from None
+
+
+class StageConfig(Strict, metaclass=_CheckedInPython):
     # Raised when a stage's code changes what it produces, so cached artifacts made by
     # the older code are not reused (the cache key holds it).
     cache_version: ClassVar[int] = 1

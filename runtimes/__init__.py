@@ -2,6 +2,11 @@
 
 Imports only numpy and the runtime libraries, so it installs and runs on a Raspberry Pi
 or a Jetson (`pip install "edge-compress[device]"`) without PyTorch.
+
+Used by every package above this one too:
+
+    safe_text.py     text from outside (op names, profile fields, messages, URIs) made safe
+                     to print: control codes shown escaped, URL passwords masked
 """
 from runtimes.errors import RuntimeInputError
 from runtimes.loader import load

@@ -13,7 +13,9 @@ def _main() -> int:
         print(USAGE)
         return 0
     if command not in COMMANDS:
-        problem = f"unknown command '{command}'" if command is not None else "no command given"
+        from runtimes.safe_text import safe_text   # the command line may hold anything
+        problem = (f"unknown command '{safe_text(command, multiline=False)}'"
+                   if command is not None else "no command given")
         print(f"error: {problem}; the commands are {', '.join(COMMANDS)}\n{USAGE}",
               file=sys.stderr)
         return 2

@@ -37,7 +37,11 @@ def _by_budget(order: list[str], argv: list[str], opts: BenchOptions, choice: di
         done = _measure_with(engine, argv, opts)
         if done.returncode != 0:
             sys.stdout.write(done.stdout)
-            return done.returncode, None
+            # killed by a signal (the out-of-memory killer): said as a shell says it,
+            # 128 + N, which the pipeline reads as that signal (a negative code would
+            # leave this process as 256 - N, which says nothing)
+            code = done.returncode
+            return (128 - code if code < 0 else code), None
         result = json.loads(done.stdout.strip().splitlines()[-1])
         value = (result.get("metric") or {}).get("value")
         checked.append({"engine": engine, "metric": value})

@@ -55,7 +55,25 @@ positive_int = _at_least(int, 1, "1 or more")
 non_negative_int = _at_least(int, 0, "0 or more")
 non_negative_float = _at_least(float, 0.0, "a finite number, 0 or more")
 # None (the option left out) is the runtime's own default, which 0 does not mean
-thread_count = _at_least(int, 1, "1 or more (leave --threads out for the runtime's default)")
+_thread_floor = _at_least(int, 1, "1 or more (leave --threads out for the runtime's default)")
+# Threads past a few per core only contend, and each takes a stack and a slot in the
+# runtime's pool: 100000 exhausted the machine before the first run. The floor keeps a
+# profile written for a larger board usable on a small host.
+THREADS_PER_CPU, THREADS_FLOOR = 4, 64
+
+
+def max_threads() -> int:
+    return max(THREADS_PER_CPU * (os.cpu_count() or 1), THREADS_FLOOR)
+
+
+def thread_count(text: str) -> int:
+    """--threads: 1 or more, and at most max_threads() for this machine."""
+    value = _thread_floor(text)
+    if value > max_threads():
+        raise argparse.ArgumentTypeError(
+            f"must be at most {max_threads()} on this machine ({os.cpu_count()} CPUs; "
+            f"at most {THREADS_PER_CPU} threads a CPU, {THREADS_FLOOR} on any), not {value}")
+    return value
 
 
 def check_outputs_path(path: str) -> None:

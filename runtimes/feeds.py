@@ -23,6 +23,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from runtimes.errors import RuntimeInputError
+from runtimes.input_bounds import array_bytes, check_fits, check_npz
 from runtimes.session import TensorSpec
 
 LABELS_KEY = "__labels__"
@@ -159,6 +160,7 @@ def read_npz(path: str) -> dict[str, np.ndarray]:
         raise RuntimeInputError(f"inputs file not found: {path}")
     try:
         _check_npz_magic(path)
+        check_npz(path)   # from the headers, before numpy allocates what they declare
         with np.load(path, allow_pickle=False) as data:
             return {key: data[key] for key in data.files}
     except (zipfile.BadZipFile, zlib.error) as exc:
@@ -245,6 +247,10 @@ def synthetic_feeds(specs: Sequence[TensorSpec], seed: int = 0) -> dict[str, np.
     for spec in specs:
         shape = tuple(d if isinstance(d, int) else 1 for d in spec.shape)
         dtype = _numeric_dtype(spec)
+        # drawn as 64-bit values, then converted: both arrays live at once
+        check_fits(f"input '{spec.name}' of shape {shape} {dtype}: random values for it",
+                   array_bytes(shape, np.int64) + array_bytes(shape, dtype),
+                   "check the model's input shape, or give inputs with --inputs FILE.npz")
         if np.issubdtype(dtype, np.integer):
             feeds[spec.name] = rng.integers(0, 2, size=shape).astype(dtype)
         else:

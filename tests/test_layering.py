@@ -23,7 +23,8 @@ ALLOWED = {"profiles": {"profiles", "runtimes"}, "runtimes": {"runtimes"},
 # compress/'s wings, lowest first: the one place their order is written.
 WINGS = ("core", "data", "model", "quant", "measure", "report", "stages", "config",
          "runner", "search")
-LEAVES = ("errors", "stagebase")          # import no wing; every wing may import them
+# import no wing; every wing may import them; lowest first (stagebase raises errors')
+LEAVES = ("errors", "stagebase")
 ENTRY_POINTS = ("__init__", "__main__", "api", "cli")   # above every wing
 
 
@@ -86,8 +87,8 @@ def _rank(module: str) -> float:
     """Where a compress module stands: a leaf below every wing, a wing by its place in
     WINGS, an entry point above them all."""
     part = module.split(".")[1] if "." in module else "__init__"
-    if part in LEAVES:
-        return -1
+    if part in LEAVES:   # below every wing, in LEAVES' order
+        return -len(LEAVES) + LEAVES.index(part)
     if part in ENTRY_POINTS:
         return len(WINGS)
     return WINGS.index(part)

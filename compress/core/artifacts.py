@@ -3,19 +3,24 @@
 Each stage writes into a private temporary directory; only when it succeeded does the
 runner record `stage.json` (cache key + artifact digests) and rename the directory into
 place. A killed or failed stage therefore never leaves a directory a later run trusts:
-a stage directory without a matching `stage.json` is deleted and redone.
+a stage directory without a matching `stage.json` is deleted and redone. None of it goes
+through a link planted in the run folder (compress.core.safe_files), and a stage that
+fails on an all but full disk is said to have (NoSpace), whatever the library called it.
 """
 from __future__ import annotations
 
 import hashlib
 import json
 import os
-import shutil
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from compress.core import stage_cache
+from compress.core.safe_files import (expect, full_disk, make_dir, make_run_dir, remove,
+                                      write_atomic)
+from compress.errors import NoSpace
 from runtimes.digest import sha256_file  # noqa: F401  (also imported from here)
 
 STAGE_RECORD = "stage.json"
@@ -71,9 +76,8 @@ def sha256_artifact(path: Path) -> str:
 
 
 def write_json_atomic(path: Path, data) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(json.dumps(data, indent=2, default=str))
-    os.replace(tmp, path)
+    """`path` replaced at once, never through a link (compress.core.safe_files)."""
+    write_atomic(path, json.dumps(data, indent=2, default=str))
 
 
 class StageDir:
@@ -90,6 +94,7 @@ class StageDir:
     def cached(self, key: str) -> Optional[list[Artifact]]:
         """The artifacts of a finished run of this stage with this key, if still intact."""
         record_path = self.final / STAGE_RECORD
+        expect(self.final, folder=True)   # a link would hand in another folder's files
         try:
             record = json.loads(record_path.read_text())
         except (OSError, ValueError):
@@ -128,12 +133,26 @@ class StageDir:
                    for a in artifacts)
 
     def begin(self) -> Path:
-        shutil.rmtree(self.tmp, ignore_errors=True)
-        self.tmp.mkdir(parents=True)
-        return self.tmp
+        """The stage's private folder, made new: what the stage writes in it cannot go
+        through a link someone else put there."""
+        make_run_dir(self.run_dir)
+        remove(self.tmp)
+        return make_dir(self.tmp, fresh=True)
 
     def abort(self) -> None:
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        """Remove a failed stage's files; a no-op after a commit. Called from a `finally`:
+        where the stage failed on a full disk (an OSError ENOSPC wrapped by a library, or
+        a file cut short that a library then calls unreadable: its disk is all but full
+        now, before its files go), the failure is raised as the NoSpace it is."""
+        failed = sys.exc_info()[1]
+        full = None
+        if isinstance(failed, Exception) and os.path.isdir(self.tmp):
+            full = NoSpace.found_in(failed, self.run_dir) or (
+                NoSpace(self.run_dir, during=_first_cause(failed)) if full_disk(self.tmp)
+                else None)
+        remove(self.tmp)
+        if full is not None and full is not failed:
+            raise full from failed
 
     def commit(self, key: str, outputs: list[Output], stage: str, parent: Optional[str],
                config: dict) -> list[Artifact]:
@@ -160,8 +179,15 @@ class StageDir:
 
     def _install(self, key, artifacts, stage, config) -> None:
         write_json_atomic(self.tmp / STAGE_RECORD, self._record(key, artifacts, stage, config))
-        shutil.rmtree(self.final, ignore_errors=True)
+        remove(self.final)   # a link in its place is refused, never followed
         os.replace(self.tmp, self.final)
+
+
+def _first_cause(exc: BaseException) -> str:
+    """The error a failure started from (a library's parse error under our ModelError)."""
+    while exc.__cause__ is not None:
+        exc = exc.__cause__
+    return " ".join(f"{type(exc).__name__}: {exc}".split())[:200]
 
 
 def cache_key(*parts) -> str:

@@ -9,6 +9,7 @@ dict; an array label as {"labels": array}), else the original model's outputs.
 from __future__ import annotations
 
 import math
+import numbers
 
 from compress.errors import DataError
 from compress.core.imports import import_callable
@@ -33,14 +34,38 @@ def call_custom(function, label: str, predictions: list, references: list) -> fl
     except (Exception, SystemExit) as exc:  # user code (sys.exit too)
         raise DataError(f"data.metric.function {label} raised {type(exc).__name__}: "
                         f"{' '.join(str(exc).split())[:300]}") from exc
-    try:
-        number = float(value)
-    except (TypeError, ValueError):
-        number = None
-    if number is None or isinstance(value, bool) or not math.isfinite(number):
-        raise DataError(f"data.metric.function {label} returned {value!r}; it must return "
+    number, why = real_number(value)
+    if number is None:
+        shown = repr(value)
+        shown = shown if len(shown) <= 80 else f"{shown[:60]}...({len(shown)} characters)"
+        raise DataError(f"data.metric.function {label} returned {shown}{why}; it must return "
                         "one finite number (e.g. a float)")
     return number
+
+
+def real_number(value) -> tuple[float | None, str]:
+    """(the value as a float, "") when it is one finite real number: an int or a float
+    (not a bool), or a numpy or torch scalar (0-d) of an integer or floating type; else
+    (None, why not where the value alone does not say it). A string of digits is text,
+    not a number; a complex number, an array of several or one element, neither."""
+    dtype = getattr(value, "dtype", None)
+    if dtype is not None:   # numpy scalars and 0-d arrays, torch tensors
+        if getattr(value, "ndim", None) != 0:
+            return None, (f" (an array of shape {tuple(getattr(value, 'shape', ()))}: "
+                          "return one number, e.g. its .item())")
+        kind = getattr(dtype, "kind", None)   # numpy's; torch's dtypes say it by name
+        if (kind not in "iuf" if kind is not None else
+                "bool" in str(dtype) or "complex" in str(dtype)):
+            return None, ""
+    elif isinstance(value, bool) or not isinstance(value, numbers.Real):
+        return None, ""
+    try:
+        number = float(value)
+    except OverflowError:
+        return None, " (too large for a float)"
+    except (TypeError, ValueError):
+        return None, ""
+    return (number, "") if math.isfinite(number) else (None, "")
 
 
 def score_outputs(ctx, outputs: list[list]) -> dict:
@@ -48,7 +73,8 @@ def score_outputs(ctx, outputs: list[list]) -> dict:
     metric, data = ctx.metric(), ctx.require_dataset("evaluation", "the metric")
     names = ctx.reference_names()
     if metric.type == "custom":
-        label = metric.function if isinstance(metric.function, str) else "(a Python function)"
+        label = (metric.function if isinstance(metric.function, str) else
+                 f"{getattr(metric.function, '__qualname__', '')} (a Python function)".lstrip())
         predictions = [dict(zip(names, feed)) for feed in outputs]
         references = ([_labelled(label_) for label_ in data.labels] if data.labels is not None
                       else [dict(zip(names, feed)) for feed in ctx.reference_outputs()])

@@ -7,7 +7,8 @@ The runner's exit codes: 0 a result (JSON, the last line of stdout), 2 the runne
 clear error (ModelError here), 3 the accelerator asked for is not on the measuring
 machine (Unavailable: the report says "unmeasured", never a number), 4 the engine cannot
 open this model where another may (EngineLeftOut: the engine is left out for it, with
-the reason).
+the reason); ended by a signal (the out-of-memory killer's SIGKILL, a crash), here or on
+a device: RunnerDied, recorded like an engine left out (exits.py).
 """
 from __future__ import annotations
 
@@ -20,6 +21,9 @@ import threading
 from pathlib import Path
 
 from compress.errors import ModelError, RemoteError
+# re-exported: the benchmark stage, preflight and the language-model runs import them here
+from compress.measure.exits import (EngineLeftOut, RunnerDied, Unavailable, reap,  # noqa: F401
+                                    runner_died)
 from runtimes import engines
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]
@@ -99,15 +103,6 @@ def reports_placement(engine: str, settings: engines.Settings) -> bool:
     return engine == AUTO or engines.get(engine).accelerated(settings)
 
 
-class Unavailable(Exception):
-    """The runner's exit 3: the accelerator asked for is not on the measuring machine."""
-
-
-class EngineLeftOut(Unavailable):
-    """The runner's exit 4: the engine cannot open this model (an op its converter or
-    kernels lack); recorded like an absent accelerator, with the engine's own words."""
-
-
 def _left_out_or_unavailable(status: int, said: str) -> None:
     if status == 4:
         raise EngineLeftOut(_runner_error(said))
@@ -136,18 +131,18 @@ def runner_env() -> dict:
 
 def measure_in_subprocess(cmd: list, timeout: float, advance, host=None) -> dict:
     """Run the runner (here, or on `host` when `cmd` is that host's ssh command) and
-    return its JSON; its '@progress' lines move the progress bar."""
-    env = runner_env()
+    return its JSON; its '@progress' lines move the progress bar. A runner ended by a
+    signal raises RunnerDied (exits.py), here and on a device alike."""
     with tempfile.TemporaryFile("w+") as out:
         proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=out,
-                                stderr=subprocess.PIPE, text=True, env=env)
+                                stderr=subprocess.PIPE, text=True, env=runner_env())
         stderr_lines: list[str] = []
         # stderr is read beside, so the timeout holds even when the runner hangs
         reader = threading.Thread(target=_follow_progress, daemon=True,
                                   args=(proc.stderr, advance, stderr_lines))
         reader.start()
         try:
-            proc.wait(timeout=timeout)
+            peak = reap(proc, timeout)   # ssh's own, for a device: not the runner's
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -159,14 +154,35 @@ def measure_in_subprocess(cmd: list, timeout: float, advance, host=None) -> dict
     stderr = "".join(stderr_lines).strip()
     if host is not None:
         _raise_for_remote_status(proc.returncode, stderr, host, timeout)
-    elif proc.returncode in (3, 4):
-        _left_out_or_unavailable(proc.returncode, stderr)
-    elif proc.returncode == 2:
+    else:
+        _raise_for_local_status(proc.returncode, stderr, peak)
+    return _answer(stdout, host)
+
+
+def _raise_for_local_status(returncode: int, stderr: str, peak: float | None) -> None:
+    died = runner_died(returncode, peak)
+    if died is not None:
+        raise died
+    if returncode in (3, 4):
+        _left_out_or_unavailable(returncode, stderr)
+    elif returncode == 2:
         raise ModelError(stderr.removeprefix("error: "))
-    elif proc.returncode != 0:
-        raise RuntimeError(f"benchmark subprocess failed ({proc.returncode}): {stderr[-3000:]}")
-    # the last line: a device's shell start-up may print before the runner does
-    return json.loads(stdout.strip().splitlines()[-1])
+    elif returncode != 0:
+        raise RuntimeError(f"benchmark subprocess failed ({returncode}): {stderr[-3000:]}")
+
+
+def _answer(stdout: str, host) -> dict:
+    """The runner's JSON: the last line of its output (a device's shell start-up may
+    print before the runner does)."""
+    lines = stdout.strip().splitlines()
+    try:
+        return json.loads(lines[-1])
+    except (IndexError, ValueError):
+        where = f"target {host.name}: " if host is not None else ""
+        said = lines[-1][-300:] if lines else "nothing"
+        raise ModelError(f"{where}the runner ended without its result (its last output: "
+                         f"{said!r}); run `python -m runtimes bench` by hand to see why") \
+            from None
 
 
 def _raise_for_remote_status(returncode: int, stderr: str, host, timeout: float) -> None:
@@ -182,9 +198,9 @@ def _raise_for_remote_status(returncode: int, stderr: str, host, timeout: float)
     if status == 124:
         raise ModelError(f"{where}: the benchmark did not finish within {timeout:.0f} s on "
                          "the device; raise benchmark.timeout_s or lower runs/min_seconds")
-    if status == 137:
-        raise ModelError(f"{where}: the runner was killed there (SIGKILL): most likely out of "
-                         "memory (check `dmesg` on the device), else the timeout's last resort")
+    died = runner_died(status, where=f"{where}: ", remote=True)   # 128 + the signal
+    if died is not None:
+        raise died
     # 3: the accelerator asked for is not on that device; 4: its engine cannot open this
     _left_out_or_unavailable(status, said)
     if status == 2:  # the runner's own clear error (e.g. a named meter absent there)

@@ -22,6 +22,7 @@ from export.op_support import ModelUnreadable, check, list_ops
 from export.op_tables import PRESET_TABLES, TABLES, OpTable, table_for
 from runtimes import engines
 from runtimes.litert_compiled import GPU_DELEGATE
+from runtimes.safe_text import safe_text
 
 # Checked on ai-edge-litert 2.3: its analyzer (_pywrap_analyzer_wrapper, gpu_compatibility)
 # calls every model compatible, one of RFFT2D and COMPLEX_ABS included, so it is no check.
@@ -222,7 +223,7 @@ def preflight(model: str, profile_name: str, measure: bool = True,
 
 
 def render(report: dict) -> str:
-    """The report as a table and a verdict line."""
+    """The report as a table and a verdict line, safe to print."""
     head = f"{report['model']} ({report['format']}) for {report['profile']}"
     if report["accelerator"]:
         head += f": {report['accelerator']}, op table '{report['table']}' ({report['source']})"
@@ -244,4 +245,5 @@ def render(report: dict) -> str:
     elif report["placement_note"]:
         lines.append(f"measured placement: none, {report['placement_note']}")
     lines.append(f"verdict: {report['verdict']}")
-    return "\n".join(lines)
+    # op types, node names and the model's path are the model's own text
+    return "\n".join(safe_text(line, multiline=False) for line in lines)

@@ -89,7 +89,9 @@ def read_graph(path):
         raise ModelError(f"ONNX model not found: {path}")
     try:
         header = read_header(path)
-    except Exception:  # noqa: BLE001 - not protobuf: parse_header says so plainly
+    except ModelError:   # not protobuf, found at the first bad byte: onnx.load reads it all
+        raise
+    except Exception:  # noqa: BLE001 - external data the reader cannot place
         parse_header(path)
         # onnx parses what the wire-format reader could not walk: read it whole instead
         from compress.model.onnx_file import Header

@@ -8,15 +8,20 @@ only when a caller asks for that one tensor, and written by copying file to file
 model of any size is read and written in a few MB beyond the tensor being worked on.
 
 Both layouts are read: weights inline in the .onnx (raw_data, found by walking the
-protobuf wire format without parsing the payloads) or in external data files.
+protobuf wire format without parsing the payloads: protobuf_wire.py) or in external data
+files.
 """
 from __future__ import annotations
 
 import mmap
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+
+from compress.errors import ModelError
+from compress.model.protobuf_wire import WireError, encode_varint, fields as _fields
 
 # Field numbers in onnx.proto: ModelProto.graph, GraphProto.initializer, TensorProto.raw_data
 _GRAPH, _INITIALIZER, _RAW_DATA = 7, 5, 9
@@ -26,6 +31,7 @@ INLINE_LIMIT = 2 ** 31
 MIN_SPAN_BYTES = 1024
 _ALIGN = 4096       # external tensors start on a page, as onnx writes them
 _CHUNK = 16 << 20   # bytes copied at a time
+_NO_GRAPH = "it holds no graph (an empty or non-ONNX file)"
 
 
 @dataclass(frozen=True)
@@ -68,60 +74,15 @@ def read_array(tensor, span: Span | None) -> np.ndarray:
                        offset=span.offset).reshape(tuple(tensor.dims))
 
 
-def _varint(buf, pos: int) -> tuple[int, int]:
-    value, shift = 0, 0
-    while True:
-        byte = buf[pos]
-        pos += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, pos
-        shift += 7
-
-
-def _fields(buf, start: int, end: int):
-    """(field number, wire type, payload start, payload end, field start) of each field
-    of the message in buf[start:end]; a length-delimited payload is skipped, not read."""
-    pos = start
-    while pos < end:
-        begin = pos
-        key, pos = _varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            _, after = _varint(buf, pos)
-        elif wire == 1:
-            after = pos + 8
-        elif wire == 2:
-            length, pos = _varint(buf, pos)
-            after = pos + length
-        elif wire == 5:
-            after = pos + 4
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire} at byte {begin}")
-        yield number, wire, pos, after, begin
-        pos = after
-
-
-def _encode_varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def _key(number: int, length: int) -> bytes:
     """The key and length prefix of a length-delimited field."""
-    return _encode_varint(number << 3 | 2) + _encode_varint(length)
+    return encode_varint(number << 3 | 2) + encode_varint(length)
 
 
 def _tensor_header(buf, start: int, end: int, path: Path, spans: dict) -> bytes:
     """A TensorProto's bytes without a raw_data of MIN_SPAN_BYTES or more, whose span
     is recorded under the tensor's name."""
+    from google.protobuf.message import DecodeError
     from onnx import TensorProto
     kept, raw = bytearray(), None
     for number, wire, begin, after, field in _fields(buf, start, end):
@@ -130,36 +91,81 @@ def _tensor_header(buf, start: int, end: int, path: Path, spans: dict) -> bytes:
         else:
             kept += buf[field:after]
     if raw is not None:
-        spans[TensorProto.FromString(bytes(kept)).name] = raw
+        try:
+            spans[TensorProto.FromString(bytes(kept)).name] = raw
+        except DecodeError as exc:
+            raise WireError(f"an initializer protobuf cannot parse ({exc})", start) from None
     return bytes(kept)
 
 
-def _graph_header(buf, start: int, end: int, path: Path, spans: dict) -> bytes:
+def _rewritten(buf, start: int, end: int, number: int, rewrite) -> bytes:
+    """The message's bytes in [start, end) with each length-delimited field `number`
+    replaced by rewrite(begin, after), the rest kept as they are."""
     kept = bytearray()
-    for number, wire, begin, after, field in _fields(buf, start, end):
-        if number == _INITIALIZER and wire == 2:
-            tensor = _tensor_header(buf, begin, after, path, spans)
-            kept += _key(_INITIALIZER, len(tensor)) + tensor
+    for found, wire, begin, after, field in _fields(buf, start, end):
+        if found == number and wire == 2:
+            inner = rewrite(begin, after)
+            kept += _key(number, len(inner)) + inner
         else:
             kept += buf[field:after]
     return bytes(kept)
 
 
+def _graph_header(buf, start: int, end: int, path: Path, spans: dict) -> bytes:
+    return _rewritten(buf, start, end, _INITIALIZER,
+                      lambda begin, after: _tensor_header(buf, begin, after, path, spans))
+
+
+def _model_header(buf, path: Path, spans: dict) -> bytes:
+    """The ModelProto's bytes with its graph's large raw_data left out (walked, not
+    parsed: linear in the file's size, stopping at the first byte protobuf refuses)."""
+    return _rewritten(buf, 0, len(buf), _GRAPH,
+                      lambda begin, after: _graph_header(buf, begin, after, path, spans))
+
+
+def not_onnx(path, what: str) -> ModelError:
+    """The one error for a file that is not ONNX, worded as onnx_compat.parse_header's."""
+    return ModelError(f"{path} is not a valid ONNX model: {what}. Fix: export or copy it "
+                      "again")
+
+
+def _unparsed(path, why: str) -> ModelError:
+    return not_onnx(path, f"it does not parse ({why}); the file is truncated or is not ONNX")
+
+
+def _walked(path: Path, spans: dict) -> bytes:
+    try:
+        with open(path, "rb") as fh:
+            if os.fstat(fh.fileno()).st_size == 0:   # mmap refuses an empty file
+                raise not_onnx(path, _NO_GRAPH)
+            with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+                return _model_header(buf, path, spans)
+    except WireError as exc:
+        raise _unparsed(path, str(exc)) from None
+
+
+def _parsed(path: Path, model_bytes: bytes):
+    import onnx
+    from google.protobuf.message import DecodeError
+    try:
+        model = onnx.ModelProto.FromString(model_bytes)
+    except DecodeError as exc:
+        raise _unparsed(path, f"protobuf: {' '.join(str(exc).split())[:200]}") from None
+    if not model.HasField("graph"):
+        raise not_onnx(path, _NO_GRAPH)
+    return model
+
+
 def read_header(path) -> Header:
     """The model at `path` without its large initializers' data, and their spans (inline
-    raw_data, or external data files named relative to the model's folder)."""
+    raw_data, or external data files named relative to the model's folder). A file that
+    is not ONNX is a ModelError naming what is wrong and at which byte, found without
+    reading more of the file than the walk reaches."""
     import onnx
     from onnx.external_data_helper import ExternalDataInfo, uses_external_data
     path = Path(path).resolve()
-    spans, model_bytes = {}, bytearray()
-    with open(path, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
-        for number, wire, begin, after, field in _fields(buf, 0, len(buf)):
-            if number == _GRAPH and wire == 2:
-                graph = _graph_header(buf, begin, after, path, spans)
-                model_bytes += _key(_GRAPH, len(graph)) + graph
-            else:
-                model_bytes += buf[field:after]
-    model = onnx.ModelProto.FromString(bytes(model_bytes))
+    spans = {}
+    model = _parsed(path, _walked(path, spans))
     for tensor in model.graph.initializer:
         if uses_external_data(tensor):
             info = ExternalDataInfo(tensor)
@@ -176,11 +182,14 @@ def read_header(path) -> Header:
 
 def header_model(path):
     """The model at `path` without its large weights' data (read_header's), or as
-    onnx.load reads it without external data where the wire-format reader cannot walk
-    the file (onnx then says what is wrong with it)."""
+    onnx.load reads it without external data where read_header cannot make the spans
+    (onnx then says what is wrong with it). A file that is not protobuf is a ModelError
+    at once: onnx.load would read all of it first."""
     try:
         return read_header(path).model
-    except Exception:  # noqa: BLE001 - not protobuf, or a layout the reader does not know
+    except ModelError:
+        raise
+    except Exception:  # noqa: BLE001 - a layout of external data the reader does not know
         import onnx
         return onnx.load(str(path), load_external_data=False)
 

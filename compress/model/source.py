@@ -6,6 +6,7 @@ import copy
 import hashlib
 import inspect
 import shutil
+import stat
 from pathlib import Path
 
 from compress.core.artifacts import Output, sha256_file
@@ -18,6 +19,26 @@ from compress.core.pyobjects import digest as object_digest
 def _first_line(exc: BaseException) -> str:
     text = str(exc).strip()
     return text.splitlines()[0] if text else type(exc).__name__
+
+
+_NOT_FILES = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR,
+              "a character device"), (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def model_file(path: Path, what: str) -> Path:
+    """`path` when it is a regular file (or a link to one); else a ModelError saying what
+    it is. It is never opened here: reading a FIFO would wait for a writer for ever."""
+    link = f" (a link to {path.readlink()})" if path.is_symlink() else ""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise ModelError(f"{what}: file not found: {path}{link}") from None
+    except OSError as exc:   # a loop of links, a name too long, a folder it cannot enter
+        raise ModelError(f"{what}: cannot read {path}{link}: {exc.strerror}") from None
+    kind = next((name for test, name in _NOT_FILES if test(mode)), "not a regular file")
+    if stat.S_ISREG(mode):
+        return path
+    raise ModelError(f"{what}: {path}{link} is {kind}, not a regular file: give the model file")
 
 
 def source_factory(pipeline):
@@ -54,8 +75,7 @@ def build_torch_model(pipeline):
 
 
 def load_checkpoint(model, path: Path, torch, what: str = "model.torch.checkpoint") -> None:
-    if not path.is_file():
-        raise ModelError(f"{what}: file not found: {path}")
+    model_file(path, what)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # corrupt file, pickle that is not plain weights
@@ -97,8 +117,7 @@ def onnx_graph(pipeline):
         model = source
     else:
         path = pipeline.resolve(source)
-        if not path.is_file():
-            raise ModelError(f"model.onnx: file not found: {path}")
+        model_file(path, "model.onnx")
         # the graph without its weights' data (a 1 GB model took 2.1 GB here loaded whole)
         from compress.model.onnx_compat import read_graph
         try:
@@ -142,8 +161,7 @@ def check_tflite_file(path: Path) -> dict:
     from export.quiet import native_output_hidden
     from runtimes.errors import RuntimeInputError
     from runtimes.loader import load
-    if not path.is_file():
-        raise ModelError(f"model.tflite: file not found: {path}")
+    model_file(path, "model.tflite")
     try:
         with native_output_hidden(), load(str(path), engine="litert"):  # the delegate's log
             pass

@@ -1,10 +1,11 @@
 """report.json (for machines and CI gates) and report.md (for people)."""
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from compress.core.artifacts import write_json_atomic
+from compress.core.safe_files import expect, write_set
 from compress.report.gains import gains
 from compress.report.md import render_markdown
 from compress.report.notes import mark_noisy, unmeasured_reasons
@@ -88,24 +89,33 @@ def build_report(pipeline, manifest: dict, measured: Measured, judged: Judged,
 
 
 def write_reports(run_dir: Path, report: dict, page: bool = True) -> None:
-    """report.json, manifest.json, report.md and (`page`) report.html: a search's trials
+    """report.json, manifest.json, report.md and (`page`) report.html, as one set: each
+    written whole to a temporary file first and renamed into place only when all are,
+    report.json (what says a run finished) last, none through a link
+    (compress.core.safe_files); on a full disk, none of them is new. A search's trials
     leave the page to the search's own report, which shows them all."""
-    write_json_atomic(run_dir / "report.json", report)
-    write_json_atomic(run_dir / "manifest.json", report["manifest"])
-    tmp = run_dir / ".report.md.tmp"
-    tmp.write_text(render_markdown(report))
-    tmp.replace(run_dir / "report.md")
-    if not page:
-        return
+    files = [(run_dir / "manifest.json", _json(report["manifest"])),
+             (run_dir / "report.md", render_markdown(report))]
+    html = _page(report) if page else None
+    if html is not None:
+        files.append((run_dir / "report.html", html))
+    elif page:
+        # plotly is the optional report extra: report.json and report.md stand on their
+        # own, and a page left by an earlier run would contradict them
+        expect(run_dir / "report.html")
+        (run_dir / "report.html").unlink(missing_ok=True)
+    write_set(files + [(run_dir / "report.json", _json(report))])
+
+
+def _json(data) -> str:
+    return json.dumps(data, indent=2, default=str)
+
+
+def _page(report: dict) -> str | None:
+    """report.html's text; None without the report extra (plotly)."""
     from compress.errors import MissingDependency
     try:
         from compress.report.html import render_html
-        page = render_html(report)
+        return render_html(report)
     except MissingDependency:
-        # plotly is the optional report extra: report.json and report.md stand on their
-        # own, and a page left by an earlier run would contradict them
-        (run_dir / "report.html").unlink(missing_ok=True)
-        return
-    tmp = run_dir / ".report.html.tmp"
-    tmp.write_text(page, encoding="utf-8")
-    tmp.replace(run_dir / "report.html")
+        return None

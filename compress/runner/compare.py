@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from runtimes.safe_text import safe_text
+
 # the numbers worth a line each, read from a benchmark record
 _NUMBERS = (("p90 ms", lambda b: b["latency_ms"]["p90"]),
             ("peak MB", lambda b: b.get("peak_memory_mb")),
@@ -81,7 +83,8 @@ def _recommendations(a: dict, b: dict) -> list[str]:
 
 
 def compare(a: dict, b: dict) -> list[str]:
-    """Lines saying what differs from run A to run B (sections with no change say so)."""
+    """Lines saying what differs from run A to run B (sections with no change say so),
+    safe to print."""
     configs = [r["pipeline"].get("config") for r in (a, b)]
     settings = (_changed(*configs) if all(configs) else
                 ["  not recorded in " + " and ".join(n for n, c in zip("AB", configs) if not c)
@@ -96,4 +99,6 @@ def compare(a: dict, b: dict) -> list[str]:
     lines = []
     for title, body in sections:
         lines += [f"{title}:"] + (body or ["  unchanged"])
-    return lines
+    # the reports are files that anyone may have edited: a value shown must not drive
+    # the terminal or start a line of its own
+    return [safe_text(line, multiline=False) for line in lines]

@@ -86,6 +86,7 @@ class RunContext:
             data = self.dataset(role)
             if data is not None:
                 return data.take(count), f"data.{role}"
+        check_random_fits(self.inputs, count)
         rng = np.random.default_rng(self.pipeline.seed)
         return ([{d.name: _random(rng, d) for d in self.inputs} for _ in range(count)],
                 "random inputs (no data given)")
@@ -176,13 +177,38 @@ class RunContext:
 RANDOM_LIMIT_BYTES = 1 << 30
 
 
+def _shape(decl) -> tuple:
+    return tuple(1 if size is None else size for size in decl.shape)
+
+
+def check_random_fits(decls, count: int) -> None:
+    """Refuse, before any is allocated, random inputs over RANDOM_LIMIT_BYTES a call or,
+    `count` calls together, over half the memory available: the ModelError names the
+    input, its shape, the bytes and the memory."""
+    from runtimes.input_bounds import array_bytes, available_bytes, size_text
+    sizes = {d.name: array_bytes(_shape(d), d.dtype) for d in decls}
+    available = available_bytes()
+    fix = "Check the shape, or give data (data.calibration / evaluation)"
+    for decl in decls:
+        if sizes[decl.name] > RANDOM_LIMIT_BYTES:
+            raise ModelError(
+                f"model.inputs: input '{decl.name}' declares shape {list(decl.shape)} "
+                f"{decl.dtype}: {size_text(sizes[decl.name])} ({sizes[decl.name]:,} bytes) a "
+                f"call, over the {size_text(RANDOM_LIMIT_BYTES)} random inputs may take "
+                f"({size_text(available)} of memory available here). {fix}")
+    # drawn as 64-bit numbers, then converted: the largest input's draw lives beside them
+    need = count * sum(sizes.values()) + max(
+        (array_bytes(_shape(d), "int64") for d in decls), default=0)
+    if need > available // 2:
+        worst = max(decls, key=lambda d: sizes[d.name])
+        raise ModelError(
+            f"model.inputs: {count} random feeds of input '{worst.name}' (shape "
+            f"{list(worst.shape)} {worst.dtype}) and the others take {size_text(need)} "
+            f"({need:,} bytes), more than half the {size_text(available)} of memory "
+            f"available here. {fix}")
+
+
 def _random(rng, decl) -> np.ndarray:
-    shape = tuple(1 if size is None else size for size in decl.shape)
-    size = int(np.prod(shape, dtype=object)) * np.dtype(decl.dtype).itemsize
-    if size > RANDOM_LIMIT_BYTES:
-        raise ModelError(f"model.inputs: input '{decl.name}' declares shape {list(decl.shape)}, "
-                         f"{size / 2**30:,.0f} GiB per call: too large for random inputs. "
-                         "Check the shape, or give data (data.calibration / evaluation)")
     if np.dtype(decl.dtype).kind in "iub":
-        return rng.integers(0, 2, size=shape).astype(decl.dtype)
-    return rng.standard_normal(shape).astype(decl.dtype)
+        return rng.integers(0, 2, size=_shape(decl)).astype(decl.dtype)
+    return rng.standard_normal(_shape(decl)).astype(decl.dtype)

@@ -10,6 +10,8 @@ import contextlib
 import sys
 from typing import Callable, Iterator
 
+from runtimes.safe_text import safe_text
+
 
 class Progress:
     def __init__(self, quiet: bool = False):
@@ -37,8 +39,11 @@ class Progress:
         """A one-line status message (stderr), kept short and skipped with --quiet."""
         if self.quiet:
             return
+        # notes carry names, paths, URIs and library messages: nothing in them may drive
+        # the terminal or show a password; rich is told not to read them as markup
+        message = safe_text(message)
         if self._rich is not None:
-            self._rich.console.print(message, highlight=False)
+            self._rich.console.print(message, highlight=False, markup=False, emoji=False)
         else:
             print(message, file=sys.stderr, flush=True)
 
@@ -47,7 +52,9 @@ class Progress:
         if self._rich is None:
             yield lambda advance=1, completed=None: None
             return
-        task_id = self._rich.add_task(description, total=total)
+        from rich.markup import escape   # a '[' in an artifact's name is no markup
+        task_id = self._rich.add_task(escape(safe_text(description, multiline=False)),
+                                      total=total)
 
         def update(advance: int = 1, completed: int | None = None) -> None:
             if completed is not None:

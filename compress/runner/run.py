@@ -9,12 +9,15 @@ that fails in stage N keeps stages 1..N-1 committed, and a re-run resumes from N
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from compress.config.pipeline import Pipeline
 from compress.core.artifacts import Artifact
+from compress.core.safe_files import expect, make_run_dir
+from compress.errors import ConfigError
 from compress.measure.fleet import close_fleets
 from compress.model.table import model_rows
 from compress.report.build import Judged, Measured, build_report, write_reports
@@ -46,12 +49,34 @@ class Result:
         return 0 if self.passed else 1
 
 
+def _make_run_dir(run_dir: Path) -> None:
+    """make_run_dir; a folder the system will not make (under /proc, on a read-only disk)
+    is a ConfigError naming it and the system's reason: the user's `output:` to change,
+    not a bug (a full disk is NoSpace already)."""
+    try:
+        make_run_dir(run_dir)
+    except OSError as exc:
+        failed = f" (at {exc.filename})" if exc.filename and \
+            str(exc.filename) != str(run_dir) else ""
+        raise ConfigError(f"cannot create the run folder {run_dir}{failed}: "
+                          f"{exc.strerror or exc}; choose another `output:` folder (or "
+                          "--output)", field="output") from None
+
+
 def _drop_empty_run_dir(ctx: RunContext, created_run_dir: bool) -> None:
     """A failed run keeps the stages it finished (complete and content-addressed: a re-run
     resumes after them) but leaves no run directory behind that holds nothing else."""
     if created_run_dir and ctx.run_dir.is_dir() and \
             all(p.name == ".lock" for p in ctx.run_dir.iterdir()):
         shutil.rmtree(ctx.run_dir, ignore_errors=True)
+
+
+def _nothing_in_the_way(run_dir: Path) -> None:
+    """What a run writes at its end (its reports, its history folder), checked before any
+    work: a link or a folder planted there fails the run now, not after its stages."""
+    for name in history.REPORT_FILES:
+        expect(run_dir / name)
+    expect(run_dir / history.HISTORY, folder=True)
 
 
 def _report(ctx: RunContext, produced: tuple, gated: set, strict: bool,
@@ -109,9 +134,9 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
                          pipeline.resolve(pipeline.output) / ".stages")
         progress.note(f"{pipeline.name}: checking the model, data and profiles")
         preflight(ctx)
-        created_run_dir = not run_dir.exists()
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
+        created_run_dir = not os.path.lexists(run_dir)
+        try:   # the output folder may be reached through a link; the run folder may not
+            _make_run_dir(run_dir)
             lock = RunLock(run_dir)
             lock.acquire(progress.note)
         except BaseException:
@@ -119,6 +144,7 @@ def run_pipeline(pipeline: Pipeline, *, force: bool = False, strict: bool = Fals
             raise
         crash.set_run_dir(run_dir)  # kept after a failure: the CLI logs a crash there
         try:
+            _nothing_in_the_way(run_dir)
             produced = produce(ctx)
             if compress_only:
                 crash.set_run_dir(None)

@@ -14,26 +14,34 @@ the same space skips those. With Optuna the study is kept in `runs/<name>/search
 """
 from __future__ import annotations
 
+from itertools import islice
 from typing import Iterator, Optional
 
 from compress.search import resume as search_resume
-from compress.search.space import axes, combinations, size
-from compress.search.trials import (OPTUNA_DEFAULT_TRIALS, RECORD, STUDY_DB, TRIALS, Proposal,
-                                    Search, Trial, out_of_time, started_count)
+from compress.search.space import EXHAUSTIVE_CAP, axes, combinations, size
+from compress.search.trials import (OPTUNA_DEFAULT_TRIALS, STUDY_DB, TRIALS, Proposal, Search,
+                                    out_of_time, started_count)
 
 
 def _exhaustive(search: Search, limit: Optional[int]) -> Iterator[Proposal]:
-    every = combinations(search.space)
-    for index, params in enumerate(every):
+    """The combinations in order, made one at a time; at most max(limit, the cap) of
+    them looked at (check_exhaustive caps a search without a limit), so that a space of
+    variants that cannot be made or repeat others is not walked to its end."""
+    total, walk = size(search.space), max(limit or 0, EXHAUSTIVE_CAP)
+    for index, params in enumerate(islice(combinations(search.space), walk)):
         if (limit is not None and started_count(search) >= limit) or out_of_time(search):
-            break
+            return
         trial_id = f"t{index:03d}"
         done = search.resumable.get(trial_id)
         if done is not None and done.params == params:
             search.trials.append(done)
             search.resumed += 1
             continue
-        yield Proposal(params, trial_id, f"combination {index + 1} of {len(every)}, ")
+        yield Proposal(params, trial_id, f"combination {index + 1} of {total}, ")
+    if walk < total and (limit is None or started_count(search) < limit):
+        search.options["note"](f"search: stopped after {walk:,} of {total:,} combinations, "
+                               "most of them variants that cannot be made or repeat "
+                               "others: narrow search.space or use strategy: optuna")
 
 
 def strategy_of(search_spec, space) -> tuple[str, Optional[int]]:
@@ -52,6 +60,7 @@ def run_search(pipeline, *, force: bool = False, strict: bool = False, quiet: bo
     """Run the trials and write the search's report; returns the runner's Result."""
     from compress.runner.targets import resolve_targets
     from compress.runner.lock import RunLock
+    from compress.core.safe_files import make_run_dir
     from compress.search.executors import TRIAL_EXECUTORS
     from compress.search.optuna_study import optuna_proposals
     from compress.search.report import conclude
@@ -60,7 +69,7 @@ def run_search(pipeline, *, force: bool = False, strict: bool = False, quiet: bo
     check_pipeline(pipeline)              # and an MLflow store that cannot be used
     space = axes(pipeline, targets)
     out = pipeline.run_dir
-    out.mkdir(parents=True, exist_ok=True)
+    make_run_dir(out)   # the output folder may be reached through a link, its run folder not
     search = Search(pipeline, space, out, {"force": force, "strict": strict,
                                            "quiet": quiet, "note": note},
                     targets=targets)
@@ -69,8 +78,7 @@ def run_search(pipeline, *, force: bool = False, strict: bool = False, quiet: bo
     try:
         current = search_resume.fingerprint(pipeline, targets.pairs)
         search_resume.prepare(out, TRIALS, STUDY_DB, note, current, force)
-        search.resumable = search_resume.finished(out, TRIALS, RECORD, Trial)
-        search.finished = {t.variant_key: t for t in search.resumable.values()}
+        search_resume.load(search)   # the finished trials whose records can be trusted
         strategy, limit = strategy_of(pipeline.search, space)
         note(f"{pipeline.name}: search, {strategy}, "
              f"{size(space)} combinations"

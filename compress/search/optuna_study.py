@@ -6,10 +6,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from compress.core.lazy import require
+from compress.errors import ConfigError
+from compress.core.safe_files import expect
 
 
 def _study(path: Path, name: str, seed: int):
     optuna = require("optuna", "search.strategy optuna")
+    for file in (path, f"{path}-journal", f"{path}-wal"):   # sqlite would follow a link
+        expect(file)
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     # constraints (Trial.set_constraint): one per target, <= 0 when a variant of the
     # trial meets all that target's budgets
@@ -17,6 +21,28 @@ def _study(path: Path, name: str, seed: int):
     return optuna, optuna.create_study(
         study_name=name, storage=f"sqlite:///{path}", load_if_exists=True,
         directions=["minimize", "minimize"], sampler=sampler)
+
+
+def _open_study(path: Path, name: str, seed: int):
+    """The study, its trials a kill left running requeued: (optuna, study, how many).
+    A file that is not a study this Optuna can read (cut short, another program's
+    database, another version's schema) is a ConfigError naming it and the fix."""
+    import sqlite3
+    from sqlalchemy.exc import SQLAlchemyError
+    try:
+        optuna, study = _study(path, name, seed)
+        return optuna, study, _requeue_killed(optuna, study)
+    except ImportError:
+        raise
+    except (SQLAlchemyError, sqlite3.Error, RuntimeError, ValueError, KeyError) as exc:
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    except Exception as exc:   # optuna.exceptions.OptunaError: imported with optuna only
+        if type(exc).__module__.split(".")[0] != "optuna":
+            raise
+        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+    raise ConfigError(f"the search's Optuna study cannot be read ({why}): run again with "
+                      "--force to set it aside and start the search afresh, or delete it",
+                      file=str(path))
 
 
 def _requeue_killed(optuna, study) -> int:
@@ -32,17 +58,12 @@ def optuna_proposals(search, limit: int, path: Path, name: str):
     """Proposals from the study; each is told its trial's objectives when it ends (an
     executor running several at once asks ahead: the sampler sees them as running)."""
     from compress.search.trials import Proposal, out_of_time, started_count
-    optuna, study = _study(path, name, search.pipeline.seed)
-    killed = _requeue_killed(optuna, study)
+    optuna, study, killed = _open_study(path, name, search.pipeline.seed)
     if killed:
         search.options["note"](f"search: {killed} trial(s) a kill interrupted are run again")
     distributions = {axis.key: optuna.distributions.CategoricalDistribution(
         list(range(len(axis.choices)))) for axis in search.space}
-    for frozen in study.get_trials(deepcopy=False):   # finished in an earlier session
-        found = search.resumable.get(f"t{frozen.number:03d}")
-        if found is not None and frozen.state.is_finished():
-            search.trials.append(found)
-            search.resumed += 1
+    _resume(optuna, study, search)
     # a sampler on a small space proposes finished variants again (answered from their
     # records, not run): past this many proposals in a row it has nothing new to offer
     for _ in range(limit * REPEATS_PER_TRIAL):
@@ -54,6 +75,39 @@ def optuna_proposals(search, limit: int, path: Path, name: str):
                        f"{started_count(search) + 1} of at most {limit}, ",
                        told=lambda result, trial=trial: _tell(optuna, study, trial, search,
                                                               result))
+
+
+def _resume(optuna, study, search) -> None:
+    """The trials an earlier session finished: resumed where their record agrees with the
+    study (the same parameters). One whose record is stale (resume.load) or names other
+    parameters than the study's is asked again first: measured again, never dropped."""
+    from compress.search.trials import RECORD, TRIALS
+    for frozen in study.get_trials(deepcopy=False):
+        trial_id = f"t{frozen.number:03d}"
+        found = search.resumable.get(trial_id)
+        if not frozen.state.is_finished():
+            continue
+        if found is not None and found.params == _decoded(search.space, frozen.params):
+            search.trials.append(found)
+            search.resumed += 1
+            continue
+        if found is not None:
+            if search.finished.get(found.variant_key) is found:
+                del search.finished[found.variant_key]
+            search.options["note"](f"search: {search.out / TRIALS / trial_id / RECORD} names "
+                                   f"other parameters than the study's trial {frozen.number}: "
+                                   "it is run again")
+        elif trial_id not in search.stale or frozen.state != optuna.trial.TrialState.COMPLETE:
+            continue
+        study.enqueue_trial(frozen.params, skip_if_exists=False)
+
+
+def _decoded(space, params: dict):
+    """A study trial's parameters as the space's choices (None: not of this space)."""
+    try:
+        return {a.key: a.choices[params[a.key]] for a in space}
+    except (KeyError, IndexError, TypeError):
+        return None
 
 
 def _tell(optuna, study, trial, search, result) -> None:

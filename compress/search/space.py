@@ -12,7 +12,7 @@ import itertools
 import math
 import json
 from dataclasses import dataclass
-from typing import Optional
+from typing import Iterator, Optional
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -113,14 +113,20 @@ def _stage_axis(pipeline, key: str, choices: tuple) -> Axis:
 def axes(pipeline, targets: Targets) -> list[Axis]:
     """The space's keys resolved against the pipeline's stages and its targets (resolved
     once: runner.targets), every choice checked as the YAML's settings are (a ConfigError
-    names the key and the choice)."""
+    names the key and the choice), and an exhaustive search no larger than its cap."""
     found = []
     for key, choices in pipeline.search.space.items():
         if key.startswith("targets."):
             found.append(_target_axis(pipeline, key, tuple(choices), targets))
         else:
             found.append(_stage_axis(pipeline, key, tuple(choices)))
+    check_exhaustive(pipeline.search, found)
     return found
+
+
+# every combination of an exhaustive search is a pipeline run: a search of more without
+# max_trials would run for months, a mistake better said before the first trial
+EXHAUSTIVE_CAP = 10_000
 
 
 def size(space_axes: list[Axis]) -> int:
@@ -128,10 +134,26 @@ def size(space_axes: list[Axis]) -> int:
     return math.prod(len(a.choices) for a in space_axes)
 
 
-def combinations(space_axes: list[Axis]) -> list[dict]:
-    """Every combination, in a fixed order: {key: choice}."""
-    return [dict(zip((a.key for a in space_axes), picked))
-            for picked in itertools.product(*(a.choices for a in space_axes))]
+def combinations(space_axes: list[Axis]) -> Iterator[dict]:
+    """Every combination, in a fixed order: {key: choice}, made one at a time as the
+    search asks (a space of a few keys may hold billions)."""
+    keys = [a.key for a in space_axes]
+    return (dict(zip(keys, picked))
+            for picked in itertools.product(*(a.choices for a in space_axes)))
+
+
+def check_exhaustive(search_spec, space_axes: list[Axis]) -> None:
+    """Refuse an exhaustive search (asked for, or `auto` without max_trials) of more
+    combinations than EXHAUSTIVE_CAP: every combination is a pipeline run."""
+    total = size(space_axes)
+    bounded = search_spec.max_trials is not None or search_spec.strategy == "optuna"
+    if bounded or total <= EXHAUSTIVE_CAP:
+        return
+    raise ConfigError(
+        f"the space has {total:,} combinations; an exhaustive search tries at most "
+        f"{EXHAUSTIVE_CAP:,} (each is a pipeline run): set search.max_trials, or use "
+        "search.strategy: optuna (a sampler, 20 trials unless max_trials says otherwise)",
+        field="search")
 
 
 def _rebuild(stage, updates: dict):

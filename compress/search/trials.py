@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from compress.core.artifacts import write_json_atomic
+from compress.core.safe_files import make_dir
 from compress.errors import CompressError, StageError
 from compress.report.decide import over_ratio
 from compress.runner.targets import Targets
@@ -32,8 +33,8 @@ class Trial:
     seconds: float = 0.0
     variant_key: Optional[str] = None
     same_as: Optional[str] = None           # a duplicate's finished twin
-    objectives: Optional[list] = None       # [worst p90 / budget over targets, best drop]
-    constraints: list = field(default_factory=list)   # <= 0: every budget of a target held
+    objectives: Optional[list[float]] = None   # [worst p90 / budget over targets, best drop]
+    constraints: list[float] = field(default_factory=list)   # <= 0: a target's budgets held
 
 
 @dataclass
@@ -45,6 +46,7 @@ class Search:
     options: dict                           # force, strict, quiet for each trial's run
     finished: dict = field(default_factory=dict)   # variant key -> Trial (complete)
     resumable: dict = field(default_factory=dict)  # trial id -> Trial from a past session
+    stale: dict = field(default_factory=dict)      # trial id -> why its record is not trusted
     trials: list = field(default_factory=list)
     memo: dict = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
@@ -76,8 +78,7 @@ def _objectives(report: dict) -> tuple[list, list]:
 
 
 def _record(search: Search, trial: Trial) -> Trial:
-    folder = search.out / TRIALS / trial.id
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = make_dir(make_dir(search.out / TRIALS) / trial.id)   # never through a link
     write_json_atomic(folder / RECORD, asdict(trial))
     search.trials.append(trial)
     if trial.variant_key and trial.state in (COMPLETE, FAILED):   # twins in this session
@@ -85,7 +86,8 @@ def _record(search: Search, trial: Trial) -> Trial:
     return trial
 
 
-def _variant(search: Search, params: dict, trial_id: str):
+def variant_of(search: Search, params: dict, trial_id: str):
+    """(the trial's pipeline, None) or (None, why it cannot be made)."""
     update = {"name": trial_id, "output": str(search.out / TRIALS), "tracking": None}
     made, why = variant(search.pipeline, search.space, params, **update)
     if made is None:
@@ -117,7 +119,9 @@ class Prepared:
 def prepare_trial(search: Search, proposal: Proposal):
     """A Trial when there is nothing to run (it cannot be made, or a finished trial made
     the same variant), else Prepared."""
-    made, why = _variant(search, proposal.params, proposal.trial_id)
+    made, why = variant_of(search, proposal.params, proposal.trial_id)
+    for key in [k for k, t in search.finished.items() if t.id == proposal.trial_id]:
+        del search.finished[key]   # its folder is made again: a twin of nothing now
     if made is None:
         return _record(search, Trial(proposal.trial_id, proposal.params, SKIPPED, error=why))
     key = variant_key(made)

@@ -9,18 +9,67 @@ import logging
 from pathlib import Path
 from typing import Annotated, Optional, Union
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from compress.core.artifacts import Output
-from compress.errors import ModelError
+from compress.errors import ConfigError, ModelError
 from compress.core.lazy import require
 from compress.quant.onnx_prep import opset_for, static_shapes
 from compress.quant.ort_int8 import op_histogram, preprocess, qdq_summary
-from compress.quant.schemes import SCHEMES, scheme_configs
-from compress.stagebase import register
+from compress.quant.schemes import SCHEMES, scheme_configs, scheme_of_setting
+from compress.stagebase import register, settings_error
 from export import presets
 
-Quantize = Annotated[Union[scheme_configs()], Field(discriminator="scheme")]
+# the stage in a pipeline: one settings class per scheme, chosen by `scheme`
+QuantizeConfig = Annotated[Union[scheme_configs()], Field(discriminator="scheme")]
+
+
+class _ByScheme(type):
+    """Quantize's class: calling it builds the settings class of the scheme named;
+    isinstance holds for any scheme's settings."""
+
+    def __call__(cls, /, *args, **settings):
+        if args:
+            raise ConfigError("Quantize takes its settings by name (Quantize(scheme="
+                              f"'int8-static', ...)), not {len(args)} positional value(s)")
+        scheme = settings.pop("scheme", None)
+        known = ", ".join(SCHEMES)
+        if scheme is None:
+            raise _scheme_error(f"required key is missing: give `scheme=`, one of {known}")
+        if not isinstance(scheme, str) or scheme not in SCHEMES:
+            raise _scheme_error(f"unknown scheme {scheme!r}. Known schemes: {known}")
+        config_cls = SCHEMES[scheme].config_cls
+        for setting in settings:   # the YAML's hint: a setting of another scheme
+            others = scheme_of_setting(setting)
+            if setting not in config_cls.model_fields and others:
+                error = ConfigError(f"Quantize(scheme={scheme!r}): {setting}: a setting of "
+                                    f"{', '.join(others)}, not of {scheme}: remove it (or "
+                                    "change the scheme)")
+                error.field = setting
+                raise error
+        try:
+            return config_cls.model_validate({**settings, "scheme": scheme})
+        except ValidationError as exc:
+            raise settings_error(f"Quantize(scheme={scheme!r})", exc) from None
+
+    def __instancecheck__(cls, obj) -> bool:
+        return isinstance(obj, scheme_configs())
+
+    def __subclasscheck__(cls, sub) -> bool:
+        return isinstance(sub, type) and issubclass(sub, scheme_configs())
+
+
+def _scheme_error(message: str) -> ConfigError:
+    error = ConfigError(f"Quantize: scheme: {message}")
+    error.field = "scheme"
+    return error
+
+
+class Quantize(metaclass=_ByScheme):
+    """The quantize stage from Python: `Quantize(scheme="int8-static", calibration=
+    "entropy")` is the scheme's settings (Int8Static here), as `{type: quantize, scheme:
+    int8-static, calibration: entropy}` in the YAML; a mistake is the ConfigError the YAML
+    gives, naming the setting."""
 
 
 def _torch_module(node) -> Optional[str]:
@@ -110,7 +159,7 @@ def _from_torch(artifact, config, ctx) -> list[Output]:
     return [Output(target, "onnx", spec.precision, meta)]
 
 
-@register(Quantize, tag="quantize")
+@register(QuantizeConfig, tag="quantize")
 def run(artifact, config, ctx) -> list[Output]:
     spec = SCHEMES[config.scheme]
     if spec.lm is not None:

@@ -202,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
         result = measure(args.folder, Workload(args.prompt_tokens, args.new_tokens,
                                                args.threads, args.prompt_ids, provider))
     except (RuntimeInputError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        from runtimes.safe_text import safe_text   # a ValueError quotes the options given
+        print(f"error: {safe_text(str(exc))}", file=sys.stderr)
         return getattr(exc, "exit_code", 2)   # 3: the accelerator is not here
     print(json.dumps(result))
     return 0

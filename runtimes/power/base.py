@@ -9,7 +9,10 @@ thread only in between, and `stop()` returns the window's figures net of the idl
 from __future__ import annotations
 
 import abc
+import os
+import signal
 import statistics
+import subprocess
 import threading
 import time
 
@@ -29,6 +32,43 @@ class MeterError(Exception):
 
 
 Sample = tuple[float, float]  # (time.perf_counter(), watts or cumulative joules)
+
+
+def end_group(proc: subprocess.Popen, grace: float = 2.0) -> None:
+    """End a process started with `start_new_session=True` and all it started in its group
+    (a shell's `cmd &` too): SIGTERM to the group, SIGKILL to what is left after `grace`
+    seconds (or once the leader is gone), then the leader reaped. The leader is reaped
+    last: while it is unreaped its group id cannot be taken by another group, so the
+    SIGKILL reaches this group and no other."""
+    if not hasattr(os, "killpg"):   # no process groups (Windows): the process alone
+        proc.kill()
+        proc.wait()
+        return
+    _signal_group(proc, signal.SIGTERM)
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and not _has_exited(proc):
+        time.sleep(0.02)
+    _signal_group(proc, signal.SIGKILL)
+    proc.wait()
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    if proc.returncode is not None:   # reaped already: its group id may be another's now
+        return
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        proc.send_signal(sig)
+
+
+def _has_exited(proc: subprocess.Popen) -> bool:
+    """Whether the process has exited, without reaping it (see end_group)."""
+    if proc.returncode is not None:
+        return True
+    try:
+        return os.waitid(os.P_PID, proc.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT) is not None
+    except (AttributeError, ChildProcessError):   # no waitid here; reaped by another wait
+        return proc.poll() is not None
 
 
 def pick_rails(labels: list[str], rail: str | None, meter: str,

@@ -11,15 +11,14 @@ stops, so no tegrastats is left behind.
 """
 from __future__ import annotations
 
-import os
 import re
 import shutil
-import signal
 import subprocess
 import threading
 import time
 
-from runtimes.power.base import Meter, MeterAbsent, MeterError, Sample, pick_rails
+from runtimes.power.base import (Meter, MeterAbsent, MeterError, Sample, end_group,
+                                  pick_rails)
 from runtimes.power.ina3221 import TOTAL_RAILS
 
 RAIL_FIELD = re.compile(r"(?<!\S)([A-Za-z][A-Za-z0-9_]*) (\d+)(?:mW)?/(\d+)(?:mW)?"
@@ -68,7 +67,7 @@ class TegrastatsMeter(Meter):
                                   daemon=True)
         reader.start()
         reader.join(timeout)
-        _kill(proc)
+        end_group(proc)
         reader.join(2.0)
         if not reader.is_alive():
             proc.stdout.close()
@@ -103,23 +102,6 @@ class TegrastatsMeter(Meter):
 
     def _halt(self) -> None:
         if self._proc is not None:
-            _kill(self._proc)
+            end_group(self._proc)
             self._proc = None
 
-
-def _kill(proc: subprocess.Popen) -> None:
-    """Kill the process and its group, then reap it, so none is left running. A thread
-    reading its output sees the end of it and closes the pipe."""
-    if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except (ProcessLookupError, PermissionError):
-            proc.terminate()
-        try:
-            proc.wait(timeout=2.0)
-        except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                proc.kill()
-            proc.wait()

@@ -1,7 +1,13 @@
 """Where MLflow keeps a pipeline's runs: `tracking.mlflow.uri` (and `artifact_location`)
-read and resolved against the pipeline's folder, checked before any work starts."""
+read and resolved against the pipeline's folder, checked before any work starts: a sqlite
+URI's file, where it exists, must be an SQLite database.
+
+A URI quoted in a message shows no password: every message passes
+runtimes.safe_text.mask_credentials (in the errors' constructor, the progress notes, the
+CLI's lines), `http://user:***@host`."""
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -13,6 +19,7 @@ URI_FIELD = "tracking.mlflow.uri"
 LOCATION_FIELD = "tracking.mlflow.artifact_location"
 _DATABASES = ("postgresql", "mysql", "mssql")    # SQLAlchemy's, with an optional +driver
 _SERVERS = ("http", "https", "databricks")
+_SQLITE_HEADER = b"SQLite format 3\x00"    # the first 16 bytes of every SQLite database
 _KINDS = ("a server (http://host:5000), a database (sqlite:///mlflow.db, a path relative "
           "to the pipeline's folder; or postgresql://, mysql://, mssql://)")
 
@@ -57,8 +64,46 @@ def _sqlite(uri: str, base_dir: Path) -> Store:
         raise ConfigError(f"'{uri}': {path} is a folder; name the database file inside it, "
                           f"e.g. sqlite:///{name.rstrip('/')}/mlflow.db", field=URI_FIELD)
     _writable_folder(path.parent, f"'{uri}'", URI_FIELD)
+    if path.exists():
+        _sqlite_file(uri, path)
     return Store("sqlite:///" + path.as_posix() + (f"?{query}" if query else ""), "sqlite",
                  path.parent)
+
+
+def _sqlite_file(uri: str, path: Path) -> None:
+    """An existing file behind a sqlite URI is an SQLite database this user can write
+    (an empty file is one SQLite starts); else MLflow fails only at the end of the run."""
+    fix = (f"name a new file (sqlite:///mlflow.db) or an existing MLflow database in "
+           f"{URI_FIELD}")
+    if not path.is_file():   # a FIFO, a device: opening one could wait forever
+        raise ConfigError(f"'{uri}': {path} is not a regular file; {fix}", field=URI_FIELD)
+    try:
+        with open(path, "rb") as file:
+            head = file.read(len(_SQLITE_HEADER))
+    except OSError as exc:
+        raise ConfigError(f"'{uri}': {path} cannot be opened ({exc.strerror}); {fix}",
+                          field=URI_FIELD) from None
+    if (head and head != _SQLITE_HEADER) or not _readable_database(path):
+        raise ConfigError(f"'{uri}': {path} is not an SQLite database; {fix}",
+                          field=URI_FIELD)
+    if not os.access(path, os.W_OK):
+        raise ConfigError(f"'{uri}': {path} is not writable by this user; {fix}",
+                          field=URI_FIELD)
+
+
+def _readable_database(path: Path) -> bool:
+    """SQLite reads its schema (a file whose header is right and whose pages are not);
+    a database another process holds locked counts as one."""
+    import sqlite3
+    try:
+        with contextlib.closing(sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True,
+                                                timeout=1)) as db:
+            db.execute("SELECT count(*) FROM sqlite_master").fetchone()
+    except sqlite3.OperationalError as exc:
+        return "locked" in str(exc) or "busy" in str(exc)
+    except sqlite3.DatabaseError:
+        return False
+    return True
 
 
 def _file_store_allowed() -> bool:
@@ -82,7 +127,7 @@ def _folder(uri: str, base_dir: Path) -> Store:
 
 
 def _remote(uri: str, scheme: str) -> Store:
-    if scheme in ("http", "https") and not urlparse(uri).netloc:
+    if scheme in ("http", "https") and not urlparse(uri).hostname:   # "user:pw@" is none
         raise ConfigError(f"'{uri}' names no host: write {scheme}://host:port",
                           field=URI_FIELD)
     return Store(uri, "server" if scheme in _SERVERS else "database", None)
