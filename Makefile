@@ -6,7 +6,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test test-remote test-runs test-emulated accelerator-envs openvino-env qnn-env gpu-env efficientnet-gpu setup clean efficientnet engines prune-distill minilm tflite accuracy-aware search \
+.PHONY: demo test test-remote test-runs stability test-emulated accelerator-envs openvino-env qnn-env gpu-env efficientnet-gpu setup clean efficientnet engines prune-distill minilm tflite accuracy-aware search \
 	runner-overhead ssh-loopback fleet search-ray conformance conformance-lm memory emulated-pi slm slm-gptq slm-llama-cpp slm-parity slm-weight-only llama-cpp gemma3
 
 setup: $(STAMP)
@@ -125,7 +125,7 @@ TEST_WORKERS ?= auto
 # compile again
 unexport PYTHONDONTWRITEBYTECODE
 test: $(STAMP)
-	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope -m "not emulated and not remote and not runs" $(PYTEST_ARGS)
+	OMP_NUM_THREADS=1 $(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope -m "not emulated and not remote and not runs and not stability" $(PYTEST_ARGS)
 
 # Searches killed with SIGKILL and resumed, runs kept, rerun, resumed and compared, two runs
 # into one folder at once, searches on a local Ray instance against serial ones, a pipeline
@@ -134,6 +134,12 @@ test: $(STAMP)
 # stays under 5 minutes
 test-runs: $(STAMP)
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadscope -m runs $(PYTEST_ARGS)
+
+# The same quickstart-sized pipeline run three times with --force recommends the same
+# file per target (issue 38): a check of the tie rule against this machine's timing
+# noise, so, like the benchmarks, kept out of CI (a shared machine can defeat any band)
+stability: $(STAMP)
+	$(PY) -m pytest -q -p no:cacheprovider -m stability tests/compress/report/test_decide_noise.py $(PYTEST_ARGS)
 
 # SSH targets against loopback sshd servers (skipped without one): kept out of `make
 # test`. Tests spread over the workers one by one (load): each worker starts its own sshd.

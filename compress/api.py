@@ -65,7 +65,12 @@ def run(pipeline: Union[str, Path, Pipeline, dict], *, force: bool = False,
                           f"{type(pipeline).__name__}")
     pipeline = with_executor(renamed(pipeline, name, output), executor)
     try:
-        return _run_resolved(pipeline, force, strict, quiet, config_text)
+        result = _run_resolved(pipeline, force, strict, quiet, config_text)
+        if pipeline.ship is not None and result.report:   # `ship: {to: DIR}`
+            from compress.runner.ship import ship_all
+            ship_all(result.report, result.run_dir / "report.json",
+                     pipeline.resolve(pipeline.ship.to), strict, _note(quiet))
+        return result
     except Exception as exc:
         full = NoSpace.found_in(exc)   # ENOSPC, EDQUOT: the user's disk, not a bug
         if full is None or full is exc:

@@ -31,9 +31,14 @@ def _parser() -> argparse.ArgumentParser:
         prog="compress", description="Compress, export, benchmark and budget-check a model "
         "for edge devices.", epilog=EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter)
+    from compress.runner.manifest import product_version   # installed, else pyproject's
+    parser.add_argument("--version", action="version", version=f"%(prog)s {product_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run a pipeline.yaml")
     run.add_argument("file")
+    run.add_argument("--json", action="store_true", help="print the outcome as one JSON "
+                     "document on stdout (passed, exit code, run folder, what to ship per "
+                     "target, the verdicts counted); every other line goes to stderr")
     run.add_argument("--force", action="store_true", help="redo stages even if cached")
     run.add_argument("--strict", action="store_true",
                      help="unmeasured and off-target verdicts count as failures (no-meter, "
@@ -58,7 +63,10 @@ def _parser() -> argparse.ArgumentParser:
                          "N-th newest, see `compress runs --all`), a run folder or a report.json")
     compare.add_argument("b")
     compare.add_argument("--output", default="runs", help="the output folder (default: runs)")
-    validate = sub.add_parser("validate", help="check a pipeline.yaml and exit")
+    from compress.runner.ship import add_parser as add_ship
+    add_ship(sub)
+    validate = sub.add_parser("validate", help="check a pipeline.yaml, the files and the "
+                              "code it names (found and read, never run), and exit")
     validate.add_argument("file")
     sub.add_parser("schema", help="print the pipeline JSON Schema")
     profiles = sub.add_parser("profiles", help="list the device profiles")
@@ -74,12 +82,20 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _cmd_run(args) -> int:
+def _run(args):
+    """The run, its lines for a person printed; compress.run's Result."""
     from compress.api import run
     result = run(args.file, force=args.force, strict=args.strict, quiet=args.quiet,
                  name=args.name, output=args.output, executor=args.executor)
     _print_summary(result)
-    return result.exit_code
+    return result
+
+
+def _cmd_run(args) -> int:
+    if args.json:   # one JSON document on stdout, every line for a person on stderr
+        from compress.runner.summary import run_as_json
+        return run_as_json(lambda: _run(args))
+    return _run(args).exit_code
 
 
 def _say(line: str) -> None:
@@ -105,17 +121,22 @@ def _print_summary(result) -> None:
 
 def _cmd_validate(args) -> int:
     from compress.config.pipeline import load_pipeline
-    from compress.runner.checks import resolve_inputs
+    from compress.runner.checks import check_tracking, resolve_inputs
     from compress.runner.targets import apply_target_defaults, resolve_targets
+    from compress.runner.static_checks import check_without_running
     pipeline = load_pipeline(args.file)
     targets = resolve_targets(pipeline)
     resolve_inputs(apply_target_defaults(pipeline, targets.pairs))
+    # the tracking URI as `run` checks it before any work (no connection, nothing made):
+    # a pipeline `validate` passes must not stop on it at the start of a run
+    check_tracking(pipeline)
     searched = ""
     if pipeline.search is not None:
         from compress.search.space import axes, size
         count = size(axes(pipeline, targets))
         searched = (f", searching {count} combination{'s' if count > 1 else ''} of "
                     f"{', '.join(pipeline.search.space)}")
+    check_without_running(pipeline)   # its code found and read, never imported or run
     stages, targets = len(pipeline.stages), len(pipeline.targets)
     _say(f"{args.file}: valid pipeline '{pipeline.name}' with {stages} stage"
          f"{'s' if stages != 1 else ''} and {targets} target{'s' if targets != 1 else ''}"
@@ -202,7 +223,12 @@ def _cmd_compare(args) -> int:
     return 0
 
 
-COMMANDS = {"run": _cmd_run, "runs": _cmd_runs, "compare": _cmd_compare, "validate": _cmd_validate, "schema": _cmd_schema,
+def _cmd_ship(args) -> int:
+    from compress.runner.ship import command
+    return command(args, _say)
+
+
+COMMANDS = {"run": _cmd_run, "runs": _cmd_runs, "compare": _cmd_compare, "ship": _cmd_ship, "validate": _cmd_validate, "schema": _cmd_schema,
             "profiles": _cmd_profiles, "preflight": _cmd_preflight}
 
 

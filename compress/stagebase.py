@@ -17,12 +17,13 @@ from compress.errors import ConfigError
 from profiles.validation import Strict, clean_location, field_of, first_per_field, message_of
 
 
-def settings_error(what: str, exc: ValidationError) -> ConfigError:
+def settings_error(what: str, exc: ValidationError, model=None) -> ConfigError:
     """A stage's settings refused in Python (`ExportOnnx(opset=3)`): the error the YAML
-    gives for them (the setting, then what is wrong with it), with the class named."""
+    gives for them (the setting, then what is wrong with it), with the class named; a
+    misspelt setting with the closest of `model`'s."""
     errors = first_per_field(exc.errors())
     # a rule over several settings has no location: its message names them
-    found = [(clean_location(e["loc"]), message_of(e)) for e in errors]
+    found = [(clean_location(e["loc"]), message_of(e, model)) for e in errors]
     said = [f"{field_of(loc)}: {message}" if loc else message for loc, message in found]
     text = f"{what}: {said[0]}"
     if len(said) > 1:
@@ -46,7 +47,7 @@ class _CheckedInPython(type(BaseModel)):
         try:
             return super().__call__(**settings)
         except ValidationError as exc:
-            raise settings_error(cls.__name__, exc) from None
+            raise settings_error(cls.__name__, exc, cls) from None
 
 
 class StageConfig(Strict, metaclass=_CheckedInPython):

@@ -70,27 +70,34 @@ def _dynamic(shape) -> bool:
     return shape is not None and any(not isinstance(d, int) or d < 0 for d in shape)
 
 
-def list_ops(path: str) -> ModelOps:
-    """The nodes of an .onnx or .tflite model, with tensor shapes and types."""
+def list_ops(path: str, model=None) -> ModelOps:
+    """The nodes of an .onnx or .tflite model, with tensor shapes and types. `model`: the
+    .onnx file's ModelProto as the caller already read it (without its weights' data),
+    so that the file is not parsed again whole: onnx.load reads all of it into memory
+    before it can refuse a file that is not ONNX."""
     if not os.path.isfile(path):
         raise ModelUnreadable(f"model file not found: {path}")
     suffix = os.path.splitext(path)[1].lower()
     if suffix == ".onnx":
-        return _onnx_ops(path)
+        return _onnx_ops(path, model)
     if suffix == ".tflite":
         return _tflite_ops(path)
     raise ModelUnreadable(f"{path}: the model must be an .onnx or a .tflite file")
 
 
-def _onnx_ops(path: str) -> ModelOps:
+def _loaded(path: str):
     import onnx
-    from onnx import helper, shape_inference
-
     try:
-        model = onnx.load(path, load_external_data=False)
+        return onnx.load(path, load_external_data=False)
     except Exception as exc:  # protobuf DecodeError, OSError
         raise ModelUnreadable(f"{path} is not a readable ONNX model: "
                               f"{' '.join(str(exc).split())[:200]}") from None
+
+
+def _onnx_ops(path: str, model=None) -> ModelOps:
+    from onnx import helper, shape_inference
+
+    model = _loaded(path) if model is None else model
     if not model.ir_version or not model.graph.node:  # an empty file parses as no model
         raise ModelUnreadable(f"{path} is not an ONNX model (it holds no graph); re-export it")
     try:
@@ -125,16 +132,24 @@ def _onnx_ops(path: str) -> ModelOps:
     return ModelOps(path, "onnx", nodes, tensors, inputs)
 
 
+def _tflite_bytes(path: str) -> bytes:
+    """The file's bytes once its first 8 show a TFLite flatbuffer (the TFL3 identifier at
+    bytes 4-8): a large file that is not one is refused before it is read into memory."""
+    with open(path, "rb") as fh:
+        head = fh.read(8)
+        if head[4:8] != b"TFL3":
+            raise ModelUnreadable(f"{path} is not a readable TFLite model: it has no TFL3 "
+                                  "identifier (not a TFLite flatbuffer)")
+        return head + fh.read()
+
+
 def _tflite_ops(path: str) -> ModelOps:
     from ai_edge_litert import schema_py_generated as fb
 
     op_names = {v: k for k, v in vars(fb.BuiltinOperator).items() if not k.startswith("_")}
     type_names = {v: k.lower() for k, v in vars(fb.TensorType).items() if not k.startswith("_")}
-    with open(path, "rb") as fh:
-        buf = fh.read()
+    buf = _tflite_bytes(path)
     try:
-        if not fb.Model.ModelBufferHasIdentifier(buf, 0):
-            raise ValueError("no TFL3 identifier")
         model = fb.Model.GetRootAs(buf, 0)
         graph = model.Subgraphs(0)
         tensors = {}

@@ -238,3 +238,18 @@ def _unmeasured_in(profile: Profile, language: bool, header: tuple[str, str, str
         else:
             verdicts.append(Verdict(artifact, target, key, limit, None, UNMEASURED, reason))
     return verdicts
+
+
+DID_NOT_RUN = "did not run"
+
+
+def did_not_run_verdicts(profile: Profile, artifact: str, target: str, reason: str,
+                         language: bool = False) -> list[Verdict]:
+    """Verdicts for an artifact x target whose runner was killed there (a signal: the
+    out-of-memory killer, a crash in the runtime): the variant did not fit the device,
+    so every budget of the target fails for it, with no number and why ("did not run:
+    <the signal, the peak memory seen, the likely cause>"), as a missed budget fails.
+    A budget judged only where there is a number (the fidelity floor) is left out."""
+    limits, readers = _limits(profile, language)
+    return [Verdict(artifact, target, key, limit, None, FAIL, f"{DID_NOT_RUN}: {reason}")
+            for key, limit in limits.items() if not readers[key].optional]

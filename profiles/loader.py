@@ -9,6 +9,7 @@ from pydantic import ValidationError
 from profiles.schema import Profile
 from profiles.validation import clean_location, field_of, message_of
 from profiles.yamlread import YamlProblem, line_for, line_map, load
+from runtimes.suggest import IN_BETWEEN, did_you_mean
 
 BUILTIN_DIR = Path(__file__).parent
 
@@ -32,9 +33,10 @@ def _resolve(name_or_path: str, base_dir: str | None) -> Path:
         return path
     path = BUILTIN_DIR / f"{name_or_path}.yaml"
     if not path.is_file():
-        known = ", ".join(p.stem for p in sorted(BUILTIN_DIR.glob("*.yaml")))
-        raise ProfileError(f"unknown profile '{name_or_path}'. Known profiles: {known}; "
-                           "or give the path of your own profile YAML")
+        known = [p.stem for p in sorted(BUILTIN_DIR.glob("*.yaml"))]
+        raise ProfileError(f"unknown profile '{name_or_path}'"
+                           f"{did_you_mean(name_or_path, known, IN_BETWEEN)}. Known profiles: "
+                           f"{', '.join(known)}; or give the path of your own profile YAML")
     return path
 
 
@@ -56,4 +58,4 @@ def load_profile(name_or_path: str, base_dir: str | None = None) -> Profile:
         loc = clean_location(first["loc"])
         line = line_for(loc, line_map(node)) if node is not None else None
         where = f"{path}:{line}" if line else str(path)
-        raise ProfileError(f"{where}: {field_of(loc)}: {message_of(first)}") from None
+        raise ProfileError(f"{where}: {field_of(loc)}: {message_of(first, Profile)}") from None

@@ -7,6 +7,8 @@ Used by every package above this one too:
 
     safe_text.py     text from outside (op names, profile fields, messages, URIs) made safe
                      to print: control codes shown escaped, URL passwords masked
+    suggest.py       'did you mean ...?' for a misspelt name (a stage type, a setting, a
+                     profile, a scheme, a factory)
 """
 from runtimes.errors import RuntimeInputError
 from runtimes.loader import load

@@ -12,6 +12,7 @@ from compress.model.spec import CallableName, WithObjects
 from compress.core.pyobjects import PyData, PyObject, from_yaml
 from compress.stagebase import Strict
 from runtimes.metrics import PRIMARY_CHOICES
+from runtimes.suggest import did_you_mean
 
 _SETTINGS = {"loader", "npz", "kwargs", "value"}
 
@@ -46,6 +47,7 @@ class DataSource(WithObjects):
         if from_yaml(info):  # no data can be written in YAML: a misspelt key, a number
             unknown = sorted(set(value) - _SETTINGS) if isinstance(value, dict) else None
             raise ValueError(f"unknown key(s) {unknown}: the keys are loader, kwargs and npz"
+                             f"{did_you_mean(str(unknown[0]), _SETTINGS - {'value'})}"
                              if unknown else "give `module:function`, a `file.npz`, or "
                              "{loader: module:function, kwargs: {...}}")
         if callable(value) and not hasattr(value, "__iter__"):

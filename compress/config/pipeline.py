@@ -27,6 +27,7 @@ from compress.config.stage_graph import GraphProblem, check_graph
 from compress.stagebase import STAGES, Strict
 from compress.config.yamlsource import line_for, load_yaml_with_lines
 from profiles.validation import clean_location, field_of, first_per_field, message_of
+from runtimes.suggest import IN_BETWEEN, did_you_mean
 
 
 def _stage_union():
@@ -49,6 +50,13 @@ def _folder_name(name: str) -> str:
 RunName = Annotated[str, Field(pattern=r"^[A-Za-z0-9_.-]+$"), AfterValidator(_folder_name)]
 
 
+class ShipSpec(Strict):
+    """`ship:`: where every gated target's recommended file goes after the run."""
+
+    to: str = Field(min_length=1, description="the folder (relative to the pipeline file's "
+                    "folder) that gets <target>/ with the recommended file and ship.json")
+
+
 class Pipeline(Strict):
     """A whole pipeline: the YAML file's document, or the same built in Python."""
 
@@ -68,6 +76,8 @@ class Pipeline(Strict):
     tracking: Optional[TrackingSpec] = Field(None, description="log runs to MLflow")
     executor: Executor = Field(LocalExecutor(), description="where a search's trials "
                                "compress: local (here, one after another) or ray (a cluster)")
+    ship: Optional[ShipSpec] = Field(None, description="copy each gated target's "
+                                     "recommended file, with ship.json, to a folder")
 
     _base_dir: Path = PrivateAttr(default_factory=Path.cwd)
 
@@ -155,8 +165,9 @@ def _tag_error(error: dict, loc: tuple) -> tuple[tuple, str]:
         what = "stage type" if key == "type" else "scheme"
     if error["type"] == "union_tag_not_found":
         return (*loc, key), f"required key is missing: give `{key}:`, one of {', '.join(known)}"
-    return (*loc, key), (f"unknown {what} '{error['ctx']['tag']}'. Known {what}s: "
-                         f"{', '.join(known)}")
+    tag = error["ctx"]["tag"]
+    return (*loc, key), (f"unknown {what} '{tag}'{did_you_mean(tag, known, IN_BETWEEN)}. "
+                         f"Known {what}s: {', '.join(known)}")
 
 
 def _scheme_parts(loc: tuple) -> tuple[tuple, str | None]:
@@ -170,7 +181,7 @@ def _scheme_parts(loc: tuple) -> tuple[tuple, str | None]:
 
 def _format_error(error: dict, file: str | None, lines: dict) -> ConfigError:
     loc, scheme = _scheme_parts(clean_location(error["loc"]))
-    message = message_of(error)
+    message = message_of(error, Pipeline)
     if error["type"] in ("union_tag_invalid", "union_tag_not_found"):
         loc, message = _tag_error(error, loc)
     elif error["type"] == "extra_forbidden" and scheme and scheme_of_setting(str(loc[-1])):
@@ -184,7 +195,8 @@ def _format_error(error: dict, file: str | None, lines: dict) -> ConfigError:
                    "(e.g. model:build)")
     elif error["type"] == "stage_reference":  # raised on the whole pipeline: point at the stage
         loc = ("stages", error["ctx"]["index"], error["ctx"]["key"])
-    return ConfigError(message, file=file, line=line_for(loc, lines), field=field_of(loc))
+    return ConfigError(message, file=file, line=line_for(loc, lines),
+                       field=field_of(loc, STAGES))
 
 
 def parse_pipeline(data: object, *, file: str | None = None, lines: dict | None = None,

@@ -4,6 +4,7 @@ objects a pipeline may hold, scratch folders. Nothing here imports another wing.
 
     artifacts.py     Artifacts: immutable files in the run directory, with size and sha256.
     bounded_read.py  Reading a file a run left only when it is a regular file of a sane size.
+    find_code.py     Find the code a pipeline names as `module.path:name` without running it: ...
     imports.py       Import user code named as `module.path:attribute` in pipeline.yaml.
     lazy.py          Import heavy libraries only when a stage needs them.
     library_errors.py  A third-party library failing inside itself on the user's model: ...

@@ -8,7 +8,7 @@ clear error (ModelError here), 3 the accelerator asked for is not on the measuri
 machine (Unavailable: the report says "unmeasured", never a number), 4 the engine cannot
 open this model where another may (EngineLeftOut: the engine is left out for it, with
 the reason); ended by a signal (the out-of-memory killer's SIGKILL, a crash), here or on
-a device: RunnerDied, recorded like an engine left out (exits.py).
+a device: RunnerDied, recorded as the variant failed on that target (exits.py).
 """
 from __future__ import annotations
 

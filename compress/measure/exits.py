@@ -5,9 +5,11 @@ cannot open the model (EngineLeftOut), and a signal that ended it (RunnerDied).
 A runner killed by a signal is a result about the variant on that target, not a fault of
 the pipeline: on a small board the out-of-memory killer's SIGKILL is an ordinary event,
 and a runtime that crashes (SIGSEGV) on one model may run the next. The benchmark records
-it like an engine left out (the variant unmeasured there, with the signal, the peak
-memory seen and the likely cause) and goes on with the other variants; where nothing
-records it (a preflight), it is a ModelError (exit 2), never a bug.
+it (RunnerDied.record(): the signal, the peak memory seen, the likely cause) as the
+variant failed on that target: it did not fit there, so every budget of the target fails
+for it ("did not run: ..."), exactly as a missed budget does (a gated target: exit 1),
+and it is never recommended; the other variants are judged and a search goes on. Where
+nothing records it (a preflight), it is a ModelError (exit 2), never a bug.
 """
 from __future__ import annotations
 
@@ -38,6 +40,23 @@ class RunnerDied(Unavailable, ModelError):
                  cause: str):
         self.signal, self.peak_memory_mb, self.cause = signal_name, peak_memory_mb, cause
         super().__init__(message)
+
+    def record(self) -> dict:
+        """What the benchmark's record keeps of the death (`died`), beside its words."""
+        return {"signal": self.signal, "peak_memory_mb": self.peak_memory_mb,
+                "cause": self.cause}
+
+
+def unmeasured(exc: Unavailable) -> tuple[str, dict]:
+    """What a runner's end that gave no measurement makes of a benchmark job: (the word
+    for it, what the job's record adds to its reason). A runner killed by a signal: the
+    variant did not run there (`died`: failed on that target); an engine that cannot
+    open the model: left out; an accelerator not here: unmeasured."""
+    if isinstance(exc, RunnerDied):
+        return "did not run", {"died": exc.record()}
+    if isinstance(exc, EngineLeftOut):
+        return "left out", {"left_out": True}
+    return "unmeasured", {"left_out": False}
 
 
 # what most likely ended a runner, after "the runner ", and a note (SIGKILL: runner_died)

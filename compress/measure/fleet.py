@@ -12,6 +12,7 @@ from typing import Optional
 
 from compress.errors import ConfigError, RemoteError
 from compress.measure.places import PLACES, LocalPlace, SshPlace, kind_of, register_place
+from profiles.validation import field_of
 
 
 @dataclass
@@ -77,7 +78,7 @@ def _devices(ctx, target, name) -> Fleet:
         addresses = target.devices(ctx.pipeline)
     except ValueError as exc:
         index = [name for name, _ in ctx.targets].index(name)
-        raise ConfigError(str(exc), field=f"targets.{index}.hosts_file") from None
+        raise ConfigError(str(exc), field=field_of(("targets", index, "hosts_file"))) from None
     fleet, errors = Fleet(name, [], size=len(addresses)), []
     for address in addresses:
         host = RemoteHost(name, remote_spec(target, ctx.pipeline, address))

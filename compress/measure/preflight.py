@@ -14,6 +14,7 @@ the profile does not run).
 """
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 
 from compress.errors import ConfigError, MissingDependency, ModelError
@@ -87,8 +88,6 @@ def _runner_flags(target: Target) -> list[str]:
 def _measured_in(python: str, path: str, target: Target) -> tuple[dict | None, str | None]:
     """The placement the runner makes in another environment (one whose onnxruntime has
     the provider: onnxruntime-openvino, onnxruntime-qnn), from one run of the runner."""
-    import os
-
     from compress.measure.client import Unavailable, measure_in_subprocess
     cmd = [python, "-m", "runtimes", "bench", os.path.abspath(path), "--runs", "1",
            "--warmup", "0", "--meter", "none", "--placement", "--json",
@@ -136,16 +135,22 @@ def _read(model: str, profile_name: str):
     except ProfileError as exc:
         raise ConfigError(str(exc)) from None
     try:
-        ops = list_ops(model)
+        return profile, list_ops(model, _onnx_header(model))
     except ModelUnreadable as exc:
         raise ModelError(str(exc)) from None
     except ImportError:
         raise MissingDependency("ai_edge_litert", "ai-edge-litert",
                                 "Reading the ops of a TFLite model") from None
-    if ops.format == "onnx":  # its external data too: the op list reads none of it
-        from compress.model.onnx_compat import read_graph
-        read_graph(model)
-    return profile, ops
+
+
+def _onnx_header(model: str):
+    """An .onnx file's graph without its weights' data, its external data checked; None
+    for any other file. Read by walking the protobuf (compress.model.onnx_file): a file
+    that is not ONNX is refused at its first bad byte, never read whole into memory."""
+    if not (model.lower().endswith(".onnx") and os.path.isfile(model)):
+        return None   # list_ops names a missing file or another kind
+    from compress.model.onnx_compat import read_graph
+    return read_graph(model).model
 
 
 def _no_table_verdict(profile, target) -> str:

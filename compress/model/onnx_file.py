@@ -100,15 +100,12 @@ def _tensor_header(buf, start: int, end: int, path: Path, spans: dict) -> bytes:
 
 def _rewritten(buf, start: int, end: int, number: int, rewrite) -> bytes:
     """The message's bytes in [start, end) with each length-delimited field `number`
-    replaced by rewrite(begin, after), the rest kept as they are."""
-    kept = bytearray()
-    for found, wire, begin, after, field in _fields(buf, start, end):
-        if found == number and wire == 2:
-            inner = rewrite(begin, after)
-            kept += _key(number, len(inner)) + inner
-        else:
-            kept += buf[field:after]
-    return bytes(kept)
+    replaced by rewrite(begin, after), the rest kept as they are, copied once the whole
+    message walked: a first field claiming 3 GiB before garbage is never read."""
+    parts = [_key(number, len(inner := rewrite(begin, after))) + inner
+             if found == number and wire == 2 else (field, after)
+             for found, wire, begin, after, field in _fields(buf, start, end)]
+    return b"".join(p if isinstance(p, bytes) else buf[p[0]:p[1]] for p in parts)
 
 
 def _graph_header(buf, start: int, end: int, path: Path, spans: dict) -> bytes:

@@ -12,7 +12,8 @@ from compress.stagebase import Strict
 
 DTYPES = Literal["float32", "float16", "float64", "int64", "int32", "int16", "int8",
                  "uint8", "bool"]
-CALLABLE_NAME = r"^[\w.]+:[\w.]+$"
+# dotted names, no part empty: `.model:build` or `model.:build` names no module
+CALLABLE_NAME = r"^\w+(\.\w+)*:\w+(\.\w+)*$"
 CallableName = Annotated[str, StringConstraints(pattern=CALLABLE_NAME)]
 
 

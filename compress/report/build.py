@@ -64,10 +64,12 @@ def build_report(pipeline, manifest: dict, measured: Measured, judged: Judged,
                  cleanup_warnings: list[str] = ()) -> dict:
     """report.json's content."""
     benchmarks, verdicts = measured.benchmarks, judged.verdicts
-    # an unmeasured pair's reason is in unmeasured_reasons, once per target
+    # an unmeasured pair's reason is in unmeasured_reasons, once per target; a pair whose
+    # runner was killed there did not fit (profiles.check.did_not_run_verdicts)
     fits = _fits(verdicts, benchmarks) + [
         {"artifact": s["artifact"], "target": s["target"], "baseline": s.get("baseline", False),
-         "fits": "unknown, unmeasured" if s.get("unmeasured") else "not measured: " + s["reason"]}
+         "fits": f"no: did not run: {s['reason']}" if s.get("died") else
+         "unknown, unmeasured" if s.get("unmeasured") else "not measured: " + s["reason"]}
         for s in measured.skipped]
     mark_noisy([*benchmarks, *measured.engine_baselines])
     return {

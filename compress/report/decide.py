@@ -7,10 +7,15 @@ The rules, in order:
    latency was measured. Verdicts measured off the device, or left unmeasured (energy
    without a meter), do not fail it: such a winner is a *candidate*, not a pass.
 2. Among feasible variants the fastest p90 wins (a language model's: the p90 of one
-   decode step, the time per generated token). Latencies within TIE_RATIO of the
-   fastest are a tie, broken by the smaller file, then the smaller metric drop.
+   decode step, the time per generated token). Variants whose p90 intervals (their
+   rounds' spread, at least TIE_RATIO wide, and as wide as the widest its engine showed
+   on the same machine: compress.measure.noise, compress.report.ties) overlap the fastest
+   one's are a tie, broken by the smaller file, then the smaller metric drop, then the
+   integer precision, then the name (compress.report.ties).
 3. Nothing feasible: the closest miss is the variant whose worst overrun (value / limit,
-   over its failed budgets) is smallest, with every miss and by how much.
+   over its failed budgets) is smallest, with every miss and by how much. A variant whose
+   runner was killed on the target failed every budget there with no number: it is as
+   far off as can be, and said by why it did not run.
 The Pareto front is taken over (p90, metric drop, file size), lower being better.
 """
 from __future__ import annotations
@@ -19,13 +24,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional
 
+# TIE_RATIO: the least tie (compress.measure.noise), read beside the rules it shapes
+from compress.measure.noise import TIE_RATIO, of_record  # noqa: F401
+from compress.report import ties
 from profiles import AT_LEAST, NO_METER, PASS, UNITS
-
-# Two variants whose p90 differ by less than this share are as fast as each other: the
-# same file measures 2-3.5 % apart from one runner process to the next (conformance
-# models, examples/search/tie_spread.py, docs/search.md), so within that a smaller file
-# or a smaller drop is the better reason to prefer one.
-TIE_RATIO = 0.03
 
 SHIP, CANDIDATE, NOTHING_FITS, UNMEASURED = "ship", "candidate", "nothing fits", "unmeasured"
 
@@ -46,6 +48,8 @@ class Variant:
     files: dict = field(default_factory=dict)   # format, precision, path, feeding
     threads: Optional[int] = None
     language_model: Optional[dict] = None        # a language model's record part
+    p90_interval: Optional[tuple[float, float]] = None   # its rounds' spread (None: band)
+    machine: Optional[str] = None        # the host that timed it (measured_on.hostname)
 
     def failed(self) -> list[dict]:
         return [v for v in self.verdicts if v["status"] == "fail"]
@@ -74,21 +78,14 @@ def variants_of(benchmarks: list[dict], verdicts: list[dict], sizes: dict[str, i
             {"name": metric["name"], "value": metric["value"]} if metric else None,
             metric.get("drop") if metric else None, bench.get("engine"),
             files.get(bench["artifact"], {}), (bench.get("runtime") or {}).get("threads"),
-            bench.get("language_model")))
+            bench.get("language_model"), of_record(bench["latency_ms"]),
+            (bench.get("measured_on") or {}).get("hostname")))
     for (artifact, target), rows in by_pair.items():
         if (artifact, target) not in seen and artifact in sizes:
             found.append(Variant(artifact, target, bool(files.get(artifact, {}).get("baseline")),
                                  sizes[artifact] / 2**20, tuple(rows),
                                  files=files.get(artifact, {})))
     return found
-
-
-def _rank(feasible: list[Variant]) -> list[Variant]:
-    fastest = min(v.latency_p90_ms for v in feasible)
-    tied = [v for v in feasible if v.latency_p90_ms <= fastest * (1 + TIE_RATIO)]
-    rest = sorted((v for v in feasible if v not in tied), key=lambda v: v.latency_p90_ms)
-    return sorted(tied, key=lambda v: (v.model_size_mb, v.drop or 0.0,
-                                       v.latency_p90_ms)) + rest
 
 
 def over_ratio(value: float, limit: float) -> float:
@@ -101,8 +98,11 @@ def over_ratio(value: float, limit: float) -> float:
 
 def _miss(verdict: dict) -> tuple[float, float]:
     """How far a failed verdict is from its limit: (as a share of it, by how much). A
-    value under a minimum (decode tokens/s) is as far off as one over a maximum."""
+    value under a minimum (decode tokens/s) is as far off as one over a maximum; a
+    variant that did not run there (its runner killed: no number) as far as can be."""
     value, limit = verdict["value"], verdict["budget"]
+    if value is None:
+        return math.inf, math.inf
     if verdict["metric"] in AT_LEAST:
         return (limit / value - 1 if value > 0 else math.inf), limit - value
     return over_ratio(value, limit), value - limit
@@ -120,7 +120,8 @@ def closest_miss(variants: list[Variant]) -> Optional[dict]:
                                        v.latency_p90_ms is None))
     return {"artifact": best.artifact, "misses": [
         {"budget": v["metric"], "value": v["value"], "limit": v["budget"],
-         "over_by": _miss(v)[1], "over_by_ratio": _finite(_miss(v)[0])}
+         "over_by": _finite(_miss(v)[1]), "over_by_ratio": _finite(_miss(v)[0]),
+         **({"reason": v["reason"]} if v["value"] is None else {})}
         for v in best.failed()]}
 
 
@@ -150,17 +151,13 @@ def _status(winner: Variant) -> str:
     return SHIP if settled else CANDIDATE
 
 
-def _why(winner: Variant, ranked: list[Variant], total: int) -> str:
-    others = len(ranked) - 1
-    if others == 0:
+def _why(ranked: list[Variant], tied: int, total: int, noise: dict) -> str:
+    if len(ranked) == 1:
         return f"the only one of {total} variants measured here meeting every budget"
     runner_up = ranked[1]
-    if runner_up.latency_p90_ms <= ranked[0].latency_p90_ms * (1 + TIE_RATIO):
-        better = ("smaller" if winner.model_size_mb < runner_up.model_size_mb else
-                  "closer to the original" if (winner.drop or 0) < (runner_up.drop or 0)
-                  else "as small and as close to the original, and a little faster")
-        return (f"as fast as {runner_up.artifact} (p90 within {TIE_RATIO:.0%}) and {better}"
-                f"; {len(ranked)} of {total} variants meet every budget")
+    if tied > 1:
+        return (f"{ties.why_tied(ranked, tied, noise)}; {len(ranked)} of {total} variants "
+                "meet every budget")
     return (f"the fastest p90 of the {len(ranked)} variants meeting every budget "
             f"({total} judged); next: {runner_up.artifact} at "
             f"{runner_up.latency_p90_ms:.3g} ms")
@@ -176,15 +173,18 @@ def recommend(target: str, variants: list[Variant]) -> dict:
         return {**base, **_empty(), "status": status, "closest_miss": closest_miss(mine),
                 "why": ("no variant meets every budget" if status == NOTHING_FITS else
                         "no variant was measured on this target")}
-    ranked = _rank(feasible)
+    noise = ties.engine_noise([v for v in variants if v.latency_p90_ms is not None])
+    ranked, tied = ties.rank(feasible, noise)
     winner = ranked[0]
     off = next((v["reason"] for v in winner.verdicts if v["status"] == "off-target"), None)
     return {**base, "status": _status(winner), "artifact": winner.artifact,
             "baseline": winner.baseline, "path": winner.files.get("path"),
             "engine": winner.engine, "threads": winner.threads,
             "format": winner.files.get("format"),
-            "precision": winner.files.get("precision"), "why": _why(winner, ranked, len(mine)),
-            "latency_p90_ms": winner.latency_p90_ms, "peak_memory_mb": winner.peak_memory_mb,
+            "precision": winner.files.get("precision"), "why": _why(ranked, tied, len(mine), noise),
+            "latency_p90_ms": winner.latency_p90_ms,
+            "latency_p90_interval_ms": list(ties.span(winner, noise)),
+            "peak_memory_mb": winner.peak_memory_mb,
             "model_size_mb": winner.model_size_mb, "metric": winner.metric, "drop": winner.drop,
             "measured_on_device": off is None, "off_target_reason": off,
             "unmeasured": sorted(v["metric"] for v in winner.verdicts
@@ -195,8 +195,8 @@ def recommend(target: str, variants: list[Variant]) -> dict:
 
 def _empty() -> dict:
     return dict.fromkeys(("artifact", "baseline", "path", "engine", "threads", "format",
-                          "precision",
-                          "latency_p90_ms", "peak_memory_mb", "model_size_mb", "metric",
+                          "precision", "latency_p90_ms", "latency_p90_interval_ms",
+                          "peak_memory_mb", "model_size_mb", "metric",
                           "drop", "measured_on_device", "off_target_reason", "feeding",
                           "language_model"))
 
@@ -248,6 +248,16 @@ def miss_side(miss: dict) -> str:
     return "under" if miss["budget"] in AT_LEAST else "over"
 
 
+def _misses(miss: dict) -> str:
+    """The closest miss's budgets and by how much; once, why it has no number where its
+    runner did not run on the target."""
+    numbers = [f"{m['budget']} {m['value']:.4g} {miss_side(m)} {m['limit']:g} by "
+               + (f"{m['over_by_ratio']:.0%}" if m["over_by_ratio"] is not None
+                  else f"{m['over_by']:.4g}") for m in miss["misses"] if m["value"] is not None]
+    return "; ".join([*numbers, *dict.fromkeys(m["reason"] for m in miss["misses"]
+                                                if m["value"] is None)])
+
+
 def summary(rec: dict, limits: dict, shown_path: Optional[str] = None) -> str:
     """The recommendation in one sentence, with its numbers and where they come from."""
     target = rec["target"]
@@ -255,10 +265,7 @@ def summary(rec: dict, limits: dict, shown_path: Optional[str] = None) -> str:
         return f"{target}: no variant was measured on this target"
     if rec["status"] == NOTHING_FITS:
         miss = rec["closest_miss"]
-        over = "; ".join(f"{m['budget']} {m['value']:.4g} {miss_side(m)} {m['limit']:g} by "
-                         + (f"{m['over_by_ratio']:.0%}" if m["over_by_ratio"] is not None
-                            else f"{m['over_by']:.4g}") for m in miss["misses"])
-        return f"{target}: nothing fits; closest: {miss['artifact']} ({over})"
+        return f"{target}: nothing fits; closest: {miss['artifact']} ({_misses(miss)})"
     what = ", ".join(p for p in (f"{rec['format']} {rec['precision']}",
                                  _feeding_text(rec["feeding"]), f"on {rec['engine']}"
                                  + (f", {rec['threads']} thread{'s' if rec['threads'] > 1 else ''}"

@@ -7,13 +7,14 @@ users and from the tools the pipeline ran.
 from __future__ import annotations
 
 import itertools
-from html import escape
 
 from compress.report import decide
-from compress.report.html_parts import Html as _Html, table as _table, text as _text
+from compress.report.html_parts import (Html as _Html, escape, script_text, table as _table,
+                                        text as _text)
 from compress.report.html_quality import quality_section
 from compress.core.lazy import require
 from compress.report.notes import hottest, how_measured, machine_text
+from runtimes.safe_text import safe_text
 
 _PURPOSE = "the HTML report (report.html)"
 _CHART_CONFIG = {"displaylogo": False, "responsive": True}
@@ -63,11 +64,15 @@ def _feeding(feeding: dict | None) -> str:
 def _closest_miss(miss: dict | None) -> str:
     if not miss:
         return "—"
-    return f"{miss['artifact']}: " + "; ".join(
-        f"{m['budget']} {_text(m['value'])} {decide.miss_side(m)} the limit {m['limit']:g} by "
-        f"{_text(m['over_by'])}"
-        + (f" ({m['over_by_ratio']:+.1%})" if m["over_by_ratio"] is not None else "")
-        for m in miss["misses"])
+    return f"{miss['artifact']}: " + "; ".join(_one_miss(m) for m in miss["misses"])
+
+
+def _one_miss(m: dict) -> str:
+    if m["value"] is None:   # no number: the variant did not run (its runner was killed)
+        return f"{m['budget']}: {m.get('reason') or 'not measured'}"
+    return (f"{m['budget']} {_text(m['value'])} {decide.miss_side(m)} the limit {m['limit']:g} "
+            f"by {_text(m['over_by'])}"
+            + (f" ({m['over_by_ratio']:+.1%})" if m["over_by_ratio"] is not None else ""))
 
 
 def _recommendation_card(rec: dict) -> str:
@@ -206,7 +211,7 @@ def _search(report: dict) -> str:
 def render_html(report: dict) -> str:
     """The whole page; raises MissingDependency when plotly is not installed."""
     go = require("plotly.graph_objects", _PURPOSE)
-    plotly_js = require("plotly.offline", _PURPOSE).get_plotlyjs()
+    plotly_js = script_text(require("plotly.offline", _PURPOSE).get_plotlyjs())
     name = (report.get("pipeline") or {}).get("name", "pipeline")
     body = [_header(report), _recommendations(report), _charts(go, report),
             _placement(report), quality_section(report), _where_measured(report),
@@ -214,4 +219,5 @@ def render_html(report: dict) -> str:
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{escape(name)}: compression report</title><style>{_CSS}</style>"
             f"<script>{plotly_js}</script></head>\n<body>\n"
-            + "\n".join(part for part in body if part) + "\n</body></html>\n")
+            # every part escapes its fields; this pass covers what a part puts in as it is
+            + safe_text("\n".join(part for part in body if part)) + "\n</body></html>\n")

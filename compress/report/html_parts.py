@@ -3,13 +3,32 @@ whose every cell from the report is escaped (names and reasons come from users a
 from the tools the pipeline ran)."""
 from __future__ import annotations
 
-from html import escape
+import html
+import re
 
 from compress.report.mdtext import fmt
+from runtimes.safe_text import safe_text
+
+# C0 but tab and newline, DEL and C1, as a script may hold them raw in its strings
+_SCRIPT_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 
 
 class Html(str):
     """Markup built here from escaped parts: a table cell that is not escaped again."""
+
+
+def escape(value) -> str:
+    """`value` (str() of it) as literal HTML text or attribute: a terminal control code
+    in it (a profile's device.arch, an op type, a model's input name) shown as its
+    escape, visible on the page and inert when the file is printed, then <>&"' escaped."""
+    return html.escape(safe_text(value))
+
+
+def script_text(code: str) -> str:
+    """A script inlined in the page with each raw control character written as its
+    escape (\\xNN): plotly.js keeps two in string literals, where the escape is the same
+    character to JavaScript, and `cat report.html` would send them to the terminal."""
+    return _SCRIPT_CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}", code)
 
 
 def text(value) -> str:

@@ -4,9 +4,7 @@ measured time, a TFLite file's rewrites and float ops, and the fidelity floor's
 recovery steps (the same records report.md says in words)."""
 from __future__ import annotations
 
-from html import escape
-
-from compress.report.html_parts import table
+from compress.report.html_parts import escape, table
 from compress.report.md_tables import output_judges
 
 

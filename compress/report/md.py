@@ -13,6 +13,7 @@ from compress.report.md_lm import is_language_model, lm_benchmark_table, mix_det
 from compress.report.notes import (NO_NUMBER, hottest, how_measured, machine_text,
                                    reason_groups)
 from profiles import NO_METER, UNITS
+from runtimes.safe_text import safe_text
 
 NOTE = "†"   # marks a row whose budgets without a number are explained under the table
 NOISY_ADVICE = "close other programs or raise benchmark.runs/rounds"
@@ -166,4 +167,7 @@ def render_markdown(report: dict) -> str:
              *placement_table(report),
              "## Verdicts", "", *judge_lines(report), *_verdict_table(report), "",
              "## Manifest", "", *_manifest_lines(report)]
-    return "\n".join(lines)
+    # md() makes each field safe; this pass covers text a table puts in unescaped (a
+    # trial's state, a strategy, a hash read back from a report), so that no terminal
+    # control code from a report's data reaches whoever runs `cat report.md`
+    return safe_text("\n".join(lines))

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import re
 
+from runtimes.safe_text import safe_text
+
 # What Markdown (GitHub's flavour) reads as formatting: emphasis (* _), code (`), links
 # ([ ]), HTML and autolinks (< >), entities (&), strikethrough (~), table cells (|), and
 # the backslash that escapes all of them.
@@ -12,9 +14,11 @@ _SPECIAL = re.compile(r"([\\`*_\[\]<>|~&])")
 def md(value) -> str:
     """`value` as literal Markdown text: an artifact id, a stage, target or host name, a
     reason, an error text, a path. A newline would end a table row or a list item, and
-    a '#' starting a line makes a heading: both are neutralised too. Numbers formatted by
-    the report and its own fixed words need none of this."""
-    text = " ".join(str(value).splitlines())
+    a '#' starting a line makes a heading: both are neutralised too, and a terminal
+    control code (a profile's device.arch, an op type, an experiment name read back) is
+    shown as its escape, since `cat report.md` would run it. Numbers formatted by the
+    report and its own fixed words need none of this."""
+    text = safe_text(" ".join(str(value).splitlines()))
     text = _SPECIAL.sub(r"\\\1", text)
     return "\\" + text if text.startswith("#") else text
 

@@ -8,6 +8,7 @@ import os
 from compress.config.data import DATA_ROLES
 from compress.errors import ConfigError, DataError, ModelError
 from compress.runner.tracking.mlflow import check_pipeline as check_tracking
+from profiles.validation import field_of
 
 
 def resolve_inputs(pipeline):
@@ -38,17 +39,24 @@ def accelerators_here(profile) -> bool:
     return all(p.name in available for p in profile.runtime.providers)
 
 
-def _check_local_pythons(ctx) -> None:
-    """A local target's own Python must exist before any work starts."""
-    for index, target in enumerate(ctx.pipeline.targets):
+def check_target_pythons(pipeline) -> None:
+    """A local target's own Python is an executable file (it is not run: `validate`)."""
+    for index, target in enumerate(pipeline.targets):
         if target.python and not target.remote:
-            path = ctx.pipeline.resolve(target.python)
+            path = pipeline.resolve(target.python)
             if not os.access(path, os.X_OK) or path.is_dir():
                 raise ConfigError(f"python '{target.python}' is not an executable Python here "
                                   "(a local target's `python:` runs its benchmark; give the "
                                   "full path of that environment's python)",
-                                  field=f"targets.{index}")
-            _probe_runner(path, target.python, index)
+                                  field=field_of(("targets", index)))
+
+
+def _check_local_pythons(ctx) -> None:
+    """A local target's own Python must exist and run the runner before any work starts."""
+    check_target_pythons(ctx.pipeline)
+    for index, target in enumerate(ctx.pipeline.targets):
+        if target.python and not target.remote:
+            _probe_runner(ctx.pipeline.resolve(target.python), target.python, index)
 
 
 def _probe_runner(python, named: str, index: int) -> None:
@@ -68,7 +76,7 @@ def _probe_runner(python, named: str, index: int) -> None:
         raise ConfigError(f"python '{named}' cannot run the benchmark runner ({failed[:300]}). "
                           "Install its packages in that environment: pip install -c "
                           "constraints.txt 'edge-compress[device]' (or numpy and onnxruntime)",
-                          field=f"targets.{index}")
+                          field=field_of(("targets", index)))
 
 
 def _check_meters(ctx) -> None:
@@ -90,7 +98,8 @@ def _check_meters(ctx) -> None:
             detect(power.meter, rail=power.rail, command=power.command,
                    interval_ms=power.interval_ms, root=sysfs_root())
         except RuntimeInputError as exc:
-            raise ConfigError(f"profile {name}: {exc}", field=f"targets.{index}") from None
+            raise ConfigError(f"profile {name}: {exc}",
+                              field=field_of(("targets", index))) from None
 
 
 def _check_data(ctx) -> None:

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Iterator
 
+from compress.measure.noise import overlap, widened
 from runtimes.safe_text import safe_text
 
-# the numbers worth a line each, read from a benchmark record
-_NUMBERS = (("p90 ms", lambda b: b["latency_ms"]["p90"]),
+# the numbers worth a line each, read from a benchmark record (one not timed has none)
+_NUMBERS = (("p90 ms", lambda b: (b.get("latency_ms") or {}).get("p90")),
             ("peak MB", lambda b: b.get("peak_memory_mb")),
             ("size MB", lambda b: b["size_bytes"] / 2**20),
             ("metric", lambda b: (b.get("metric") or {}).get("value")),
@@ -20,8 +21,9 @@ def _flat(value, prefix: str = "") -> Iterator[tuple[str, object]]:
             yield from _flat(item, f"{prefix}.{key}" if prefix else str(key))
     elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
         for index, item in enumerate(value):
-            label = item.get("name") or item.get("type") if isinstance(item, dict) else None
-            yield from _flat(item, f"{prefix}[{index + 1}{':' + label if label else ''}]")
+            label = item.get("name") or item.get("type")
+            # a label read back from a file may be anything JSON holds
+            yield from _flat(item, f"{prefix}[{index + 1}{f':{label}' if label else ''}]")
     else:
         yield prefix, value
 
@@ -38,20 +40,42 @@ def _ratio(old, new) -> str:
     return f" ({(new - old) / abs(old):+.0%})"
 
 
+def _noise(x, y) -> str | None:
+    """The words "within noise (...)" where the two p90s' intervals overlap (as the
+    decision reads them: noise.widened; a report without intervals: each p90's TIE_RATIO
+    band), so a change there is not one; None beyond it or where either was not timed."""
+    if x is None or y is None or not overlap(x, y):
+        return None
+    return f" within noise (A {x[0]:.4g}..{x[1]:.4g}, B {y[0]:.4g}..{y[1]:.4g})"
+
+
+def _line(old: dict, new: dict, spans: tuple) -> tuple[str, bool]:
+    """The numbers of one pair, and whether its p90 stayed within noise (`spans`: its
+    two intervals, None where not timed)."""
+    parts, quiet = [], _noise(*spans)
+    for label, read in _NUMBERS:
+        x, y = read(old), read(new)
+        if x is not None or y is not None:
+            said = quiet if label == "p90 ms" and quiet else _ratio(x, y)
+            parts.append(f"{label} {_fmt(x)} -> {_fmt(y)}{said}")
+    return ", ".join(parts), quiet is not None
+
+
 def _numbers(a: dict, b: dict) -> list[str]:
     old = {(x["target"], x["artifact"]): x for x in a.get("benchmarks", [])}
     new = {(x["target"], x["artifact"]): x for x in b.get("benchmarks", [])}
-    lines = []
+    lines, quiet = [], 0
+    spans = widened(a.get("benchmarks", [])), widened(b.get("benchmarks", []))
     for pair in sorted(set(old) | set(new)):
         if pair not in old or pair not in new:
             lines.append(f"  {pair[0]} {pair[1]}: {'only in B' if pair in new else 'only in A'}")
             continue
-        parts = []
-        for label, read in _NUMBERS:
-            x, y = read(old[pair]), read(new[pair])
-            if x is not None or y is not None:
-                parts.append(f"{label} {_fmt(x)} -> {_fmt(y)}{_ratio(x, y)}")
-        lines.append(f"  {pair[0]} {pair[1]}: " + ", ".join(parts))
+        text, within = _line(old[pair], new[pair], (spans[0].get(pair), spans[1].get(pair)))
+        quiet += within
+        lines.append(f"  {pair[0]} {pair[1]}: {text}")
+    if quiet:
+        lines.append(f"  {quiet} p90 latenc{'y' if quiet == 1 else 'ies'} within noise "
+                     "(the two runs' intervals overlap: not a change)")
     return lines
 
 

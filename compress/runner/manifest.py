@@ -12,6 +12,22 @@ PACKAGES = ("edge-compress", "torch", "onnx", "onnxscript", "onnxruntime", "nump
             "pydantic", "torch-pruning", "neural-compressor", "ai-edge-litert", "litert-torch")
 
 
+def product_version() -> str:
+    """This package's version as installed; from a source tree never installed, the one
+    pyproject.toml gives (`compress --version`)."""
+    try:
+        return metadata.version("edge-compress")
+    except metadata.PackageNotFoundError:
+        import re
+        from pathlib import Path
+        try:
+            text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
+        except OSError:
+            text = ""
+        found = re.search(r'^version\s*=\s*"([^"]+)"', text, re.MULTILINE)
+        return found.group(1) if found else "(version unknown)"
+
+
 def package_versions() -> dict:
     versions = {}
     for name in PACKAGES:

@@ -9,6 +9,7 @@ import time
 from compress.config.data import DATA_ROLES
 from compress.config.stage_graph import DEPLOYABLE
 from compress.core.artifacts import Artifact, StageDir, cache_key
+from compress.core.stage_cache import Untrusted
 from compress.errors import CompressError, StageError
 from compress.measure.fleet import close_fleets
 from compress.model.source import external_digest, source_digest, write_source
@@ -32,7 +33,11 @@ def _run_stage(ctx: RunContext, slug: str, key: str, make, artifact_id: str | No
         if cached is not None:
             ctx.progress.note(f"{slug}: reused (inputs and settings unchanged)")
             return cached
-        cached = stage_dir.from_shared(key, parent_id)
+        try:
+            cached = stage_dir.from_shared(key, parent_id)
+        except Untrusted as exc:   # a planted entry: a miss, said; the stage is made
+            ctx.progress.note(f"warning: {slug}: {exc}")
+            cached = None
         if cached is not None:
             ctx.progress.note(f"{slug}: reused from the stage cache (another run made it "
                               "with the same input and settings)")
@@ -173,10 +178,7 @@ def _benchmark(ctx: RunContext, bench_stage, candidates) -> tuple[list[dict], li
         ctx.cleanup_warnings += close_fleets(fleets)
     comparisons = [b for b in benchmarks if b["comparison"]]
     benchmarks = [b for b in benchmarks if not b["comparison"]]
-    # An accelerator not on the measuring machine: no numbers, an honest 'unmeasured'.
-    skipped += [{"artifact": b["artifact"], "target": b["target"], "reason": b["unmeasured"],
-                 "unmeasured": True, "baseline": b["baseline"], "drop": b.get("drop")}
-                for b in benchmarks if "unmeasured" in b]
+    skipped += [_not_measured(b) for b in benchmarks if "unmeasured" in b]
     benchmarks = [b for b in benchmarks if "unmeasured" not in b]
     for bench in benchmarks + comparisons:  # with the clean-up time, known only now
         if bench.get("remote"):
@@ -184,6 +186,16 @@ def _benchmark(ctx: RunContext, bench_stage, candidates) -> tuple[list[dict], li
                          if p.label == bench["remote"]["host"])
             bench["remote"].update(place.times())
     return benchmarks, skipped, comparisons
+
+
+def _not_measured(bench: dict) -> dict:
+    """The pair a benchmark record without numbers leaves: an accelerator not on the
+    measuring machine (or an engine that cannot open the model), an honest 'unmeasured';
+    a runner killed by a signal (`died`), the variant failed there (judging.py)."""
+    row = {"artifact": bench["artifact"], "target": bench["target"],
+           "reason": bench["unmeasured"], "unmeasured": "died" not in bench,
+           "baseline": bench["baseline"], "drop": bench.get("drop")}
+    return {**row, "died": bench["died"]} if "died" in bench else row
 
 
 def produce(ctx: RunContext) -> tuple[list, list, list, list]:

@@ -48,6 +48,21 @@ class Result:
     def exit_code(self) -> int:
         return 0 if self.passed else 1
 
+    def recommendation(self, target: str | None = None):
+        """What the run recommends for `target` (None: its only target), a
+        compress.runner.recommendation.Recommendation; ConfigError for a target it lacks."""
+        from compress.runner.recommendation import recommendation
+        return recommendation(self.report, self.run_dir, target)
+
+    def ship(self, to, target: str | None = None, strict: bool = False) -> Path:
+        """Copy the file recommended for `target` into the folder `to`, with ship.json
+        (compress.runner.ship); the copied file's path. A candidate is shipped with a
+        warning (`strict`: refused)."""
+        import sys
+        from compress.runner.ship import ship
+        return ship(self.report, self.run_dir / "report.json", to, target, strict,
+                    lambda line: print(line, file=sys.stderr))
+
 
 def _make_run_dir(run_dir: Path) -> None:
     """make_run_dir; a folder the system will not make (under /proc, on a read-only disk)

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compress.errors import ConfigError
+from compress.stagebase import STAGES
+from profiles.validation import field_of
 from profiles import Profile, ProfileError, load_profile
 
 
@@ -38,7 +40,7 @@ def _load(pipeline, index: int) -> Profile:
     try:
         return load_profile(pipeline.targets[index].profile, base_dir=str(pipeline.base_dir))
     except ProfileError as exc:
-        raise ConfigError(str(exc), field=f"targets.{index}") from None
+        raise ConfigError(str(exc), field=field_of(("targets", index))) from None
 
 
 def _resolve(pipeline, loaded: tuple | None) -> Targets:
@@ -52,7 +54,7 @@ def _resolve(pipeline, loaded: tuple | None) -> Targets:
         name = target.name or profile.name
         if name in dict(pairs):
             raise ConfigError(f"target '{name}' is listed twice; give one of them its own "
-                              "`name:`", field=f"targets.{index}")
+                              "`name:`", field=field_of(("targets", index)))
         pairs.append((name, profile))
         if target.gate:
             gated.add(name)
@@ -68,8 +70,8 @@ def _with_runtime(profile, overrides: dict, index: int):
             {**profile.runtime.model_dump(), **overrides})
     except ValidationError as exc:
         error = exc.errors()[0]
-        raise ConfigError(message_of(error), field=f"targets.{index}.{error['loc'][0]}") \
-            from None
+        raise ConfigError(message_of(error, type(profile.runtime)),
+                          field=field_of(("targets", index, error["loc"][0]))) from None
     return profile.model_copy(update={"runtime": runtime})
 
 
@@ -81,5 +83,6 @@ def apply_target_defaults(pipeline, targets) -> object:
         try:
             stages.append(stage.for_targets(targets))
         except ValueError as exc:
-            raise ConfigError(str(exc), field=f"stages.{index}") from None
+            raise ConfigError(str(exc), field=field_of(("stages", index, stage.type),
+                                                       STAGES)) from None
     return pipeline.model_copy(update={"stages": tuple(stages)})

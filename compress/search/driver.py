@@ -55,6 +55,17 @@ def strategy_of(search_spec, space) -> tuple[str, Optional[int]]:
     return strategy, search_spec.max_trials or OPTUNA_DEFAULT_TRIALS
 
 
+def _nothing_in_the_way(out) -> None:
+    """What the search writes at its end (its reports, its history folder), checked
+    before any trial, as a run checks its own: a link planted there fails the search now,
+    not after its trials (compress.core.safe_files)."""
+    from compress.core.safe_files import expect
+    from compress.runner import history
+    for name in history.REPORT_FILES:
+        expect(out / name)
+    expect(out / history.HISTORY, folder=True)
+
+
 def run_search(pipeline, *, force: bool = False, strict: bool = False, quiet: bool = False,
                config_text: str | None = None, note=print):
     """Run the trials and write the search's report; returns the runner's Result."""
@@ -76,6 +87,7 @@ def run_search(pipeline, *, force: bool = False, strict: bool = False, quiet: bo
     lock = RunLock(out)
     lock.acquire(note)
     try:
+        _nothing_in_the_way(out)
         current = search_resume.fingerprint(pipeline, targets.pairs)
         search_resume.prepare(out, TRIALS, STUDY_DB, note, current, force)
         search_resume.load(search)   # the finished trials whose records can be trusted

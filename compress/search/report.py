@@ -17,6 +17,8 @@ from compress.report.decide import CANDIDATE, SHIP
 from compress.runner.manifest import build_manifest
 from compress.report.recommend import decision
 from compress.report.build import Judged, Measured, build_report, write_reports
+from compress.search.trial_report import NotAReport, read_trial_report
+from compress.search.trials import COMPLETE, SKIPPED, TRIALS
 from profiles import Verdict
 
 
@@ -87,12 +89,15 @@ def _trial_rows(search, merged: _Merged) -> list[dict]:
         row = {k: v for k, v in asdict(trial).items() if k not in ("variant_key",)}
         row["run_dir"] = f"trials/{trial.id}"
         row["artifacts"] = []
-        if trial.state == "complete":
-            path = search.out / "trials" / trial.id / "report.json"
+        if trial.state == COMPLETE:
+            path = search.out / TRIALS / trial.id / "report.json"
             try:
-                report = json.loads(path.read_text())
-            except (OSError, ValueError):
-                row.update(state="failed", error=f"its report is gone ({path})")
+                report = read_trial_report(path)
+            except (OSError, NotAReport) as exc:
+                why = exc.strerror if isinstance(exc, OSError) else str(exc)
+                row.update(state=SKIPPED, error=f"its report {path} cannot be read ({why}); "
+                           f"its variants are left out: delete {path.parent} and run the "
+                           "search again to redo it")
             else:
                 settings = json.dumps({k: v for k, v in trial.params.items()
                                        if k.startswith("targets.")}, sort_keys=True)

@@ -17,11 +17,13 @@ from compress.measure.lm import measure_lm
 from compress.measure.lm_sweep import LMSweep
 from compress.measure.copies import Copies
 from compress.measure.records import by_device, pool_rounds, record, spread
+from compress.measure.noise import measure_close, per_round
 from compress.measure.screen import Screen
 from compress.measure.dispatch import Item, dispatch
-from compress.measure.client import (AUTO, EngineLeftOut, Unavailable, baseline_engines,
-                                     device_flags, engine_flags, engine_for,
-                                     min_metric_flag, reports_placement)
+from compress.measure.client import (AUTO, Unavailable, baseline_engines, device_flags,
+                                     engine_flags, engine_for, min_metric_flag,
+                                     reports_placement)
+from compress.measure.exits import unmeasured
 from compress.stagebase import StageConfig, register
 from runtimes import engines
 from runtimes.lm.formats import engine_of as lm_engine
@@ -174,10 +176,10 @@ class _Rounds:
                 return
         try:
             result = self._measure_once(index, place, round_index)
-        except Unavailable as exc:   # EngineLeftOut: that engine cannot open the model
-            said = "left out" if isinstance(exc, EngineLeftOut) else "unmeasured"
+        except Unavailable as exc:   # EngineLeftOut, RunnerDied: exits.unmeasured
+            said, why = unmeasured(exc)
             with self.lock:
-                self.done[index] = _untimed(job, unmeasured=str(exc), left_out=said != "unmeasured")
+                self.done[index] = _untimed(job, unmeasured=str(exc), **why)
             self.ctx.progress.note(f"{job.artifact.id} on {job.target}: {said}: {exc}")
             return
         with self.lock:
@@ -205,7 +207,8 @@ class _Rounds:
                             metric_info, first)
         device = f" on {place.label}" if ctx.fleets[job.target].size > 1 else ""
         label = (f"benchmark {artifact.id} on {job.target}{device} ({job.threads} threads, "
-                 f"round {round_index + 1}/{config.rounds})")
+                 + (f"round {round_index + 1}/{config.rounds})" if round_index < config.rounds
+                    else "an extra round)"))
         with ctx.progress.task(label, math.ceil(config.runs / config.rounds)) as advance:
             result = place.measure(args, config.timeout_s, advance)
         if first and evaluate and metric_info and metric_info["custom"]:
@@ -230,6 +233,8 @@ class _Rounds:
         rounds, fleet = self.rounds[index], self.ctx.fleets[job.target]
         made = record(pool_rounds(rounds), job, self.files[2],
                       next((p for p in fleet.opened if p.label == rounds[0].device), None))
+        made["latency_ms"] = {**made["latency_ms"], **per_round(   # the spread between rounds
+            [r.latency_samples_ms for r in rounds], made["latency_ms"]["p90"])}
         if fleet.size > 1:   # a fleet: each board's own figures beside the pooled ones
             made["devices"] = by_device(rounds)
             made["device_spread"] = spread(made["devices"])
@@ -259,10 +264,17 @@ def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
     # an `auto` job becomes its chosen engine's after the first round
     state = _Rounds(list(jobs), ctx, config, files)
     for round_index in range(config.rounds):
-        dispatch(_items(state, round_index),
-                 lambda index, place: state.measure(index, place, round_index),
-                 ctx.progress.note)
+        _round(state, round_index)
+    measure_close(state, lambda at, only: _round(state, at, only), config.rounds,
+                  ctx.progress.note)
     return state.records()
+
+
+def _round(state: _Rounds, round_index: int, only: Optional[list[int]] = None) -> None:
+    """One round of every job still timed (`only`: of those jobs)."""
+    dispatch([i for i in _items(state, round_index) if only is None or i.index in only],
+             lambda index, place: state.measure(index, place, round_index),
+             state.ctx.progress.note)
 
 
 def _untimed(job: Job, **why) -> dict:

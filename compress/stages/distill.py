@@ -22,13 +22,14 @@ from compress.core.imports import import_callable
 from compress.core.lazy import require
 from compress.data.feeds import Samples
 from compress.stagebase import StageConfig, Strict, register
+from compress.model.spec import CALLABLE_NAME
 from compress.model.stats import first_output
 from compress.model.training import Objective, TrainSettings, check_labels, train
 from compress.stages.distill_pair import Pair, check_outputs, loss_fn
 
 # compress.config.pipeline imports every stage module to build its stage union, so a stage cannot
 # import TorchSource from it: TeacherModel and StudentModel mirror its fields.
-_FACTORY = r"^[\w.]+:[\w.]+$"
+_FACTORY = CALLABLE_NAME   # the same pattern: its mistakes get the same message
 _TEACHER_KEY = "\0teacher outputs"  # a NUL byte: no real input name clashes with it
 
 

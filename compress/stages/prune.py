@@ -15,7 +15,7 @@ from typing import Literal, Optional
 from pydantic import Field, PositiveInt, model_validator
 
 from compress.core.artifacts import Output
-from compress.errors import ModelError
+from compress.errors import DataError, ModelError
 from compress.core.lazy import require
 from compress.model.stats import first_output, forward_with_hooks, model_stats, weight_layers
 from compress.model.sparsity import apply_masks, magnitude_masks, nm_masks
@@ -233,6 +233,28 @@ def _meta(artifact, config: Prune, before: dict, after: dict, ignored: set) -> d
             "weight_sparsity": after["sparsity"], "ignored": sorted(ignored)}
 
 
+def _example_shapes(decls) -> list[tuple]:
+    """The shapes of the zero inputs prune traces the model with (a dynamic dimension: 1),
+    refused before any is allocated where together they take over half the memory
+    available (runtimes.input_bounds' rule): a DataError naming the largest input, its
+    shape, the bytes and the memory."""
+    from runtimes.errors import RuntimeInputError
+    from runtimes.input_bounds import array_bytes, check_fits
+    shapes = [tuple(1 if size is None else size for size in d.shape) for d in decls]
+    sizes = [array_bytes(shape, d.dtype) for d, shape in zip(decls, shapes)]
+    if not decls:
+        return shapes
+    worst = max(range(len(decls)), key=sizes.__getitem__)
+    others = " and the others" if len(decls) > 1 else ""
+    try:
+        check_fits(f"model.inputs: input '{decls[worst].name}' (shape {list(decls[worst].shape)} "
+                   f"{decls[worst].dtype}){others}: the zero example prune traces the model "
+                   "with", sum(sizes), "check the shape in model.inputs")
+    except RuntimeInputError as exc:
+        raise DataError(str(exc)) from None
+    return shapes
+
+
 @register(Prune)
 def run(artifact, config: Prune, ctx) -> list[Output]:
     if artifact.format != "torch":
@@ -242,7 +264,8 @@ def run(artifact, config: Prune, ctx) -> list[Output]:
     from compress.model.torch_artifacts import save_torch_model
     teacher = ctx.torch_model(artifact)  # the source's shared module: read, never modified
     model = copy.deepcopy(teacher).eval()
-    example = [torch.zeros(d.shape, dtype=getattr(torch, d.dtype)) for d in ctx.inputs]
+    example = [torch.zeros(shape, dtype=getattr(torch, d.dtype))
+               for d, shape in zip(ctx.inputs, _example_shapes(ctx.inputs))]
     if config.required_data():
         with torch.no_grad():
             classes = first_output(model(*example)).shape[1]

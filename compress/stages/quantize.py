@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import shutil
 from pathlib import Path
 from typing import Annotated, Optional, Union
 
 from pydantic import Field, ValidationError
 
-from compress.core.artifacts import Output
+from compress.core.artifacts import Output, artifact_files
+from compress.core.safe_files import make_dir, remove
 from compress.errors import ConfigError, ModelError
 from compress.core.lazy import require
 from compress.quant.onnx_prep import opset_for, static_shapes
@@ -178,6 +181,31 @@ def _onnx(source: Path, config, ctx) -> list[Output]:
     quant_pre_process) as the scheme needs; a large model tensor by tensor instead
     (compress/quant/streamed.py), its graph prepared in memory."""
     require("onnxruntime.quantization", "quantize")
+    committed, source = source, _own_input(source, ctx.out_dir)
+    try:
+        return _quantized(committed, source, config, ctx)
+    finally:
+        remove(source.parent)
+
+
+def _own_input(source: Path, out_dir: Path) -> Path:
+    """The model, as the quantizer's input, in this stage's own folder (`input/`: hard
+    links of its files, copies where the file system has none). onnxruntime writes beside
+    its input (`<model>-inferred.onnx`, left cut short on a full disk) and the input's
+    own folder is the previous stage's, committed: nothing may appear there."""
+    folder = make_dir(out_dir / "input", fresh=True)
+    for part in artifact_files(source):
+        dest = folder / Path(part).relative_to(source.parent)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.link(part, dest)
+        except OSError:
+            shutil.copyfile(part, dest)
+    return folder / source.name
+
+
+def _quantized(committed: Path, source: Path, config, ctx) -> list[Output]:
+    """_onnx on `source`, the stage's own link of the `committed` model."""
     from compress.quant.streamed import streamed_header
     spec = SCHEMES[config.scheme]
     shared = {"ops": op_histogram(source)}
@@ -204,7 +232,7 @@ def _onnx(source: Path, config, ctx) -> list[Output]:
         (ctx.out_dir / "calibration_ranges.json").unlink(missing_ok=True)
     for temporary in {prepared, fixed, upgraded} - {source}:
         temporary.unlink()
-    meta.update(_described(config, source, target, int8),
+    meta.update(_described(config, committed, target, int8),
                 **_float_layers(target, ctx, int8 and header is None),
                 **{key: value for key, value in (("opset_upgraded", opset),
                                                  ("static_shapes", shapes)) if value})

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
+from runtimes.bench_options import thread_count
 from runtimes.errors import ProviderUnavailable
 from runtimes.hostinfo import describe_host
 from runtimes.lm.formats import format_of
@@ -185,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("folder", type=Path, metavar="PATH")
     parser.add_argument("--prompt-tokens", type=int, default=128)
     parser.add_argument("--new-tokens", type=int, default=64)
-    parser.add_argument("--threads", type=int, default=1)
+    # bounded as the runner's --threads: 100000 threads exhausted the machine before
+    # the model loaded
+    parser.add_argument("--threads", type=thread_count, default=1)
     parser.add_argument("--prompt-ids", type=_ids, default=None,
                         help="the prompt's token ids, comma-separated (default: the first "
                         "--prompt-tokens ids of the Python reference's text)")

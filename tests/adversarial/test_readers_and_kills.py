@@ -5,9 +5,10 @@ A: the real runner (`python -m runtimes bench`) killed by the kernel: a target's
 is a wrapper that gives it a CPU-time limit (RLIMIT_CPU, soft = hard: at the limit the
 kernel sends SIGKILL, as its out-of-memory killer does), or makes it read address 0 (a
 real SIGSEGV in the process). No signal is faked: the process really dies of it. The
-variant is recorded unmeasured on that target with the signal, the peak memory and the
-likely cause; the run judges the others and never exits 3. Over SSH (`-m remote`) the
-key's forced command sets the same limit on the device, whose shell reports 137.
+variant is recorded as failed on that target (it did not fit: every budget there fails,
+"did not run: ...") with the signal, the peak memory and the likely cause; the run judges
+the others and exits 1, never 3. Over SSH (`-m remote`) the key's forced command sets the
+same limit on the device, whose shell reports 137.
 B: report.json of other shapes (hypothesis), a FIFO, a link to /dev/zero, JSON nested
 100,000 deep, a folder that cannot be read (root drops its capabilities with setpriv to
 feel chmod 000): `compress runs` names and skips each, `compress compare` exits 2 naming
@@ -392,23 +393,29 @@ def test_a_runner_that_ends_without_its_answer_is_a_model_error(tmp_path):
 
 
 @pytest.mark.runs
-def test_a_run_whose_variant_is_killed_judges_the_rest_and_never_exits_3(tmp_path,
-                                                                        digits_checkpoint):
+def test_a_run_whose_variant_is_killed_judges_the_rest_and_exits_1(tmp_path,
+                                                                   digits_checkpoint):
     """The whole pipeline: the INT8 variant's runner is killed by the kernel (its
-    baseline measures normally); the run ends 0 or 1 with the variant unmeasured there,
-    the signal and the cause in report.json, report.md and the summary."""
+    baseline measures normally); the variant failed on that target (every budget: "did
+    not run", the signal and the cause, in report.json, report.md and the summary), the
+    baseline is judged, and the run exits 1, as for any variant that does not fit."""
     from tests.conftest import fill_project, write_pipeline
     folder = fill_project(tmp_path, digits_checkpoint)
     python = _wrapper(tmp_path / "killer", "cpu", only="quantize")
     data = pipeline_dict(name="k", targets=[{"profile": "host-cpu", "python": str(python)}])
     ran = run_cli("run", write_pipeline(folder, data), cwd=folder)
-    assert ran.returncode in (0, 1), ran.stderr
+    assert ran.returncode == 1, ran.stderr
     report = json.loads((folder / "runs" / "k" / "report.json").read_text())
-    reasons = json.dumps(report["unmeasured_reasons"])
-    assert "killed by SIGKILL: most likely the out-of-memory killer" in reasons
+    mine = [v for v in report["verdicts"] if v["artifact"] == "02-quantize"]
+    assert mine and all(v["status"] == "fail" and v["value"] is None for v in mine)
+    assert all(v["reason"].startswith("did not run: the runner was killed by SIGKILL: most "
+                                      "likely the out-of-memory killer (peak memory ")
+               for v in mine)
+    assert report["passed"] is False and "02-quantize" not in json.dumps(
+        report["unmeasured_reasons"])
     assert any(b["baseline"] for b in report["benchmarks"])   # the rest was judged
     fit = next(r for r in report["fits"] if r["artifact"] == "02-quantize")
-    assert fit["fits"] == "unknown, unmeasured"
+    assert fit["fits"].startswith("no: did not run: the runner was killed by SIGKILL")
     assert "SIGKILL" in ran.stdout and "SIGKILL" in (folder / "runs/k/report.md").read_text()
     assert not any(r.get("artifact") == "02-quantize" for r in report["recommendations"])
 
@@ -439,10 +446,11 @@ def test_a_runner_killed_on_an_ssh_device_is_recorded_by_the_same_rule(tmp_path,
         ran = run_cli("run", write_pipeline(folder, data), cwd=folder)
     finally:
         server.stop()
-    assert ran.returncode in (0, 1), ran.stderr
+    assert ran.returncode == 1, ran.stderr
     report = json.loads((folder / "runs" / "k" / "report.json").read_text())
-    reason = report["unmeasured_reasons"]["board"]["latency_p90_ms"]
-    assert reason.startswith(f"target board ({server.address}): the runner was killed by "
-                             "SIGKILL: most likely the out-of-memory killer (check `dmesg` "
-                             "on the device)"), reason
+    reason = next(v["reason"] for v in report["verdicts"] if v["target"] == "board"
+                  and v["artifact"] == "02-quantize" and v["metric"] == "latency_p90_ms")
+    assert reason.startswith(f"did not run: target board ({server.address}): the runner was "
+                             "killed by SIGKILL: most likely the out-of-memory killer (check "
+                             "`dmesg` on the device)"), reason
     assert [b["artifact"] for b in report["benchmarks"]] == ["01-export.onnx"]

@@ -95,7 +95,7 @@ def test_a_profile_preset_applies_where_its_engines_run_the_stage():
 
 def test_targets_asking_for_different_presets_are_an_error_unless_the_stage_picks():
     targets = [("jetson-orin-nano", load_profile("jetson-orin-nano")), _board("intel-npu")]
-    with pytest.raises(ConfigError, match=r"stages.0: the targets ask for different export "
+    with pytest.raises(ConfigError, match=r"stages\[1\] \(quantize\): the targets ask for different export "
                        r"presets \(jetson-orin-nano wants jetson-gpu, board wants intel-npu\)"):
         _stage({"type": "quantize", "scheme": "int8-static"}, targets)
     assert _stage({"type": "quantize", "scheme": "int8-static", "preset": "none"},
@@ -107,7 +107,7 @@ def test_targets_asking_for_different_presets_are_an_error_unless_the_stage_pick
 def test_unknown_or_unfitting_presets_are_named():
     with pytest.raises(ConfigError, match="unknown preset 'tpu'; known presets: arm64, edgetpu"):
         _stage({"type": "quantize", "scheme": "int8-static", "preset": "tpu"}, [])
-    with pytest.raises(ConfigError, match="stages.0: target board: export.preset: unknown "
+    with pytest.raises(ConfigError, match=r"stages\[1\] \(export.tflite\): target board: export.preset: unknown "
                        "preset 'x86'; known presets:"):
         _stage({"type": "export.tflite"}, [_board("x86")])  # engines: onnxruntime only
     with pytest.raises(ConfigError, match="preset edgetpu has no settings for quantize "

@@ -19,7 +19,7 @@ from tests.conftest import run_cli
 BENCH = {"type": "benchmark", "rounds": 1}
 LM_PIPELINE = {
     "name": "lm",
-    "model": {"causal_lm": "models/smollm2-135m.gguf"},   # need not exist to validate
+    "model": {"causal_lm": "models/smollm2-135m.gguf"},   # validate wants it to exist
     "data": {"text": {"python_docs": True, "evaluation_tokens": 256}},
     "stages": [{"type": "export.genai", "name": "float"},
                {"type": "quantize", "scheme": "lm-weight-only", "bits": 4, "name": "int4"},
@@ -112,14 +112,14 @@ def test_an_unknown_text_setting_is_refused():
 
 def test_export_onnx_given_a_causal_lm_says_what_it_takes():
     message = refused(lm_dict(stages=[{"type": "export.onnx"}, BENCH]))
-    assert message.startswith("stages.0.input:")
+    assert message.startswith("stages[1].input:")
     assert ("stage 1 (export.onnx) takes a torch model, but its input is a causal language "
             "model") in message
 
 
 def test_lm_weight_only_on_the_source_points_at_export_genai():
     message = refused(lm_dict(stages=[{"type": "quantize", "scheme": "lm-weight-only"}, BENCH]))
-    assert message.startswith("stages.0.input:")
+    assert message.startswith("stages[1].input:")
     assert "takes an onnxruntime-genai model folder" in message
     assert "Fix: lm-weight-only takes the export.genai stage's float model" in message
 
@@ -150,7 +150,7 @@ def test_a_benchmark_may_name_a_genai_artifact_but_not_the_source():
 
 def test_a_mix_at_8_bits_is_refused_saying_set_bits_4():
     message = refused(with_quantize(bits=8, mix={"kl": 0.1}))
-    assert message.startswith("stages.1.quantize:") and "set bits: 4" in message
+    assert message.startswith("stages[2] (quantize):") and "set bits: 4" in message
 
 
 def test_a_mix_with_k_quant_mixed_is_refused_naming_the_methods_to_use():
@@ -171,12 +171,12 @@ def test_gptq_with_a_mix_is_refused():
 
 def test_a_block_size_outside_the_builders_is_refused_listing_them():
     message = refused(with_quantize(block_size=48))
-    assert "stages.1.quantize.block_size" in message
+    assert "stages[2] (quantize).block_size" in message
     assert "16, 32, 64, 128 or 256" in message
 
 
 def test_bits_other_than_4_or_8_are_refused():
-    assert "stages.1.quantize.bits" in refused(with_quantize(bits=2))
+    assert "stages[2] (quantize).bits" in refused(with_quantize(bits=2))
 
 
 def test_the_valid_lm_weight_only_settings_are_kept():
@@ -190,7 +190,7 @@ def test_the_valid_lm_weight_only_settings_are_kept():
 
 def test_a_tensor_scheme_setting_on_lm_weight_only_is_refused():
     message = refused(with_quantize(calibration="percentile"))
-    assert "stages.1.quantize.calibration" in message and "not of lm-weight-only" in message
+    assert "stages[2] (quantize).calibration" in message and "not of lm-weight-only" in message
 
 
 # --- through the CLI ----------------------------------------------------------------
@@ -202,7 +202,12 @@ def validate(tmp_path, data: dict):
     return run_cli("validate", path, cwd=tmp_path)
 
 
-def test_validate_accepts_the_language_model_pipeline_without_its_model_file(tmp_path):
+def test_validate_accepts_the_language_model_pipeline_and_wants_its_model_file(tmp_path):
+    missing = validate(tmp_path, lm_dict())
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr
+    assert "model.causal_lm" in missing.stderr and "does not exist" in missing.stderr
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "smollm2-135m.gguf").write_bytes(b"")   # found, never read
     done = validate(tmp_path, lm_dict())
     assert done.returncode == 0, done.stderr
     assert "valid pipeline 'lm' with 3 stages" in done.stdout

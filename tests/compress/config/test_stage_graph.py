@@ -13,7 +13,7 @@ FAST = {"type": "benchmark", "warmup": 1, "runs": 5, "rounds": 1}
 
 @pytest.mark.parametrize("stages, expected", [
     ([{"type": "export.onnx"}, {"type": "export.tflite"}, FAST],
-     ["stages.1.input: stage 2 (export.tflite) takes a torch model, but its input is an ONNX "
+     ["stages[2].input: stage 2 (export.tflite) takes a torch model, but its input is an ONNX "
       "model (made by stage 1 (export.onnx))", "Fix: `input: source` (the model as given)"]),
     ([{"type": "quantize", "scheme": "int8-static"}, FAST],
      ["stage 1 (quantize) takes an ONNX model or a TFLite model, but its input is a torch "

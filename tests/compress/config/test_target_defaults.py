@@ -47,7 +47,7 @@ def test_a_mode_set_in_the_pipeline_wins():
 
 
 def test_a_profile_mode_that_contradicts_the_stage_is_an_error():
-    with pytest.raises(ConfigError, match="stages.0: mode int8 .asked for by rpi4.: mode int8 quantizes the inputs"):
+    with pytest.raises(ConfigError, match=r"stages\[1\] \(export.tflite\): mode int8 .asked for by rpi4.: mode int8 quantizes the inputs"):
         apply_target_defaults(_tflite_pipeline(io="float"), TARGETS)
 
 

@@ -160,7 +160,7 @@ def test_bad_input_exits_2_with_one_message(capsys, tmp_path, onnx_models):
     garbage_tflite.write_bytes(b"not a flatbuffer at all")
     (tmp_path / "model.pt").write_bytes(b"torch")
     cases = [((tmp_path / "missing.onnx", "--profile", "host-cpu"), "model file not found"),
-             ((garbage_onnx, "--profile", "host-cpu"), "is not a readable ONNX model"),
+             ((garbage_onnx, "--profile", "host-cpu"), "is not a valid ONNX model"),
              ((garbage_tflite, "--profile", "coral-edgetpu"), "is not a readable TFLite model"),
              ((tmp_path / "model.pt", "--profile", "host-cpu"), "must be an .onnx or a .tflite"),
              ((onnx_models["static"], "--profile", "no-such-board"), "unknown profile"),
