@@ -12,7 +12,7 @@ import json
 import logging
 import sys
 
-from compress.errors import CompressError, NoSpace
+from compress.errors import CompressError, ConfigError, NoSpace
 from runtimes.safe_text import safe_text
 
 
@@ -98,11 +98,11 @@ def _cmd_run(args) -> int:
     return _run(args).exit_code
 
 
-def _say(line: str) -> None:
-    """One line of output. Its fields come from outside (a profile's arch, a model's
-    names, a report read back, a path): nothing in them may drive the terminal, start a
-    line of its own or show a URL's password."""
-    print(safe_text(line, multiline=False))
+def _say(line: str, file=None) -> None:
+    """One line of output (stdout; `file`: another stream). Its fields come from outside
+    (a profile's arch, a model's names, a report read back, a path): nothing in them may
+    drive the terminal, start a line of its own or show a URL's password."""
+    print(safe_text(line, multiline=False), file=file)
 
 
 def _print_summary(result) -> None:
@@ -192,14 +192,13 @@ def _cmd_runs(args) -> int:
     except OSError:   # it cannot be looked at: list_runs says why
         folder = True
     if not folder:   # missing, or a file: said as every other bad input is
-        from compress.errors import ConfigError
         what = "is not a folder" if output.exists() else "does not exist"
         raise ConfigError(f"no runs: {output} {what} (give the pipeline's output folder "
                           "with --output)")
     skipped: list = []
     found = list_runs(output, with_history=args.all, skipped=skipped)
     for path, why in skipped:   # a report.json no run wrote: named, and left out
-        print(safe_text(f"skipped {path}: {why}", multiline=False), file=sys.stderr)
+        _say(f"skipped {path}: {why}", file=sys.stderr)
     if args.json:
         print(json.dumps([{**e.__dict__, "folder": str(e.folder)} for e in found], indent=2))
         return 0
@@ -247,16 +246,14 @@ def _dispatch(args) -> int:
               "\"edge-compress[pipeline]\" (this looks like a device install, which has only "
               "`python -m runtimes bench`)", file=sys.stderr)
         return 2
-    except CompressError as exc:
-        exc = NoSpace.found_in(exc) or exc   # a library's error about a file cut short
-        print(f"error: {exc}", file=sys.stderr)
-        return exc.exit_code
     except Exception as exc:
-        full = NoSpace.found_in(exc)   # ENOSPC, EDQUOT: the user's disk, not a bug
-        if full is None:
+        # a full disk (ENOSPC, EDQUOT; also as a library's error about a file cut short)
+        # is the user's to fix, as bad input is; anything else is a bug
+        said = NoSpace.found_in(exc) or (exc if isinstance(exc, CompressError) else None)
+        if said is None:
             raise
-        print(f"error: {full}", file=sys.stderr)
-        return full.exit_code
+        print(f"error: {said}", file=sys.stderr)   # made safe by CompressError itself
+        return said.exit_code
 
 
 def _safe_library_warnings() -> None:

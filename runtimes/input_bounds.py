@@ -36,12 +36,13 @@ def size_text(count: int) -> str:
     return f"{count:,} bytes"
 
 
-def check_fits(what: str, count: int, fix: str) -> None:
-    """Refuse `what` (`count` bytes) over half the memory available: the model, its
-    outputs and the copies a run makes need the other half."""
+def check_fits(what: str, count: int, fix: str, error: type = RuntimeInputError) -> None:
+    """Refuse `what` (`count` bytes) over half the memory available, with an `error`
+    (the caller's own kind): the model, its outputs and the copies a run makes need the
+    other half."""
     available = available_bytes()
     if count > available // 2:
-        raise RuntimeInputError(f"{what} takes {size_text(count)} ({count:,} bytes), more "
+        raise error(f"{what} takes {size_text(count)} ({count:,} bytes), more "
                                 f"than half the {size_text(available)} of memory available "
                                 f"here; {fix}")
 

@@ -10,9 +10,9 @@ the CI log keeps them. `safe_text` shows each as its escape (ESC as the four cha
 `\\x1b`), so the text stays readable and nothing in it acts; printable text, a Windows
 path's backslashes included, comes back unchanged, and a second pass changes nothing.
 
-A URL's password (`scheme://user:PASSWORD@host`) is masked as `***` by the same call,
-and by `mask_credentials` where a URI is stored rather than printed: a CI log or a shared
-report keeps whatever is shown.
+A URL's password (`scheme://user:PASSWORD@host`) is masked as `***` by the same call
+(`mask_credentials` is that part alone): a CI log or a shared report keeps whatever is
+shown.
 
 Lowest layer (runtimes imports nothing of the pipeline): every package uses this one.
 """

@@ -27,7 +27,19 @@ from compress.errors import ConfigError, NoSpace
 _KINDS = {stat.S_IFLNK: "a symbolic link", stat.S_IFDIR: "a folder", stat.S_IFIFO: "a FIFO",
           stat.S_IFSOCK: "a socket", stat.S_IFCHR: "a device", stat.S_IFBLK: "a device",
           stat.S_IFREG: "a file"}
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+# a new file, made by this call: never over an existing name, never through a link
+NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def kind_of(path, mode: int) -> str:
+    """What is at `path` (its lstat mode), in words: "a FIFO", "a symbolic link (to X)"."""
+    kind = _KINDS.get(stat.S_IFMT(mode), "not a regular file")
+    if stat.S_ISLNK(mode):
+        try:
+            kind += f" (to {os.readlink(path)})"
+        except OSError:
+            pass
+    return kind
 
 
 class InTheWay(ConfigError):
@@ -35,12 +47,7 @@ class InTheWay(ConfigError):
     run folder."""
 
     def __init__(self, path, mode: int, wanted: str, kind: str = ""):
-        kind = kind or _KINDS.get(stat.S_IFMT(mode), "not a regular file")
-        if stat.S_ISLNK(mode):
-            try:
-                kind += f" (to {os.readlink(path)})"
-            except OSError:
-                pass
+        kind = kind or kind_of(path, mode)
         super().__init__(
             f"{path} is {kind}, where compress writes {wanted}: it never writes through a "
             "link, nor over something it did not make, inside a run folder (a link there "
@@ -73,7 +80,7 @@ def reraise(exc: OSError, folder, needed: int | None = None):
 def _write_new(path: Path, raw: bytes) -> None:
     """`raw` into a file that must not exist yet; removed again if it cannot be finished."""
     try:
-        fd = os.open(path, _NEW_FILE, 0o666)
+        fd = os.open(path, NEW_FILE, 0o666)
     except FileExistsError:
         raise InTheWay(path, _mode(path) or stat.S_IFREG, "a new file") from None
     except OSError as exc:

@@ -31,7 +31,8 @@ import stat
 from pathlib import Path, PurePosixPath
 from typing import Iterator, Optional
 
-from compress.core.safe_files import make_dir, remove, reraise
+from compress.core.bounded_read import NotRegular, open_regular_file, read_regular
+from compress.core.safe_files import NEW_FILE, create_new, kind_of, make_dir, remove, reraise
 from compress.errors import CompressError
 
 # Not stage.json: tools that list a run's finished stages look for that name.
@@ -42,23 +43,11 @@ RECORD_LIMIT = 16 << 20   # a record lists a stage's few artifacts: a few KiB
 ARTIFACT_FIELDS = frozenset({"id", "format", "precision", "stage", "parent", "path",
                              "size_bytes", "sha256", "meta"})
 MAX_DEPTH = 16   # a stage's files: a model, its weights, a language model's folder
-_NO_FOLLOW = os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC   # O_NONBLOCK: a FIFO opens at once
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 class Untrusted(Exception):
     """Something in the stage cache that is not what compress makes there: not used (a
     miss), and the run says so in a note."""
-
-
-def _kind(path: Path, mode: int) -> str:
-    if stat.S_ISLNK(mode):
-        try:
-            return f"a symbolic link (to {os.readlink(path)})"
-        except OSError:
-            return "a symbolic link"
-    return {stat.S_IFDIR: "a folder", stat.S_IFREG: "a file", stat.S_IFIFO: "a FIFO",
-            stat.S_IFSOCK: "a socket"}.get(stat.S_IFMT(mode), "a device")
 
 
 def _refused(folder: Path, what: str) -> Untrusted:
@@ -74,7 +63,7 @@ def _cache_folder(path: Path) -> bool:
     except FileNotFoundError:
         return False
     if not stat.S_ISDIR(mode):
-        raise Untrusted(f"stage cache: {path} is {_kind(path, mode)}, not the cache's own "
+        raise Untrusted(f"stage cache: {path} is {kind_of(path, mode)}, not the cache's own "
                         "folder: the cache is not used (nothing is read from it or written "
                         "through it) and this run makes its stages itself; remove it so "
                         "runs share their stages again")
@@ -94,7 +83,7 @@ def _walk(folder: Path) -> Iterator[tuple[Path, bool]]:
             path = Path(item.path)
             is_dir = item.is_dir(follow_symlinks=False)
             if item.is_symlink() or not (is_dir or item.is_file(follow_symlinks=False)):
-                kind = _kind(path, item.stat(follow_symlinks=False).st_mode)
+                kind = kind_of(path, item.stat(follow_symlinks=False).st_mode)
                 raise Untrusted(f"holds {path.relative_to(folder)}, {kind}, which compress "
                                 "never puts in a stage folder")
             if is_dir and depth >= MAX_DEPTH:
@@ -113,15 +102,13 @@ def _read_record(path: Path) -> dict:
     """The entry's record, read without following a link; Untrusted if it is no record
     of compress's."""
     try:
-        fd = os.open(path, os.O_RDONLY | _NO_FOLLOW)
-    except OSError as exc:
+        raw = read_regular(path, RECORD_LIMIT, follow=False)
+    except OSError as exc:   # a link: ELOOP
         raise Untrusted(f"has no readable {RECORD} ({exc.strerror})") from None
-    with os.fdopen(fd, "rb") as file:
-        if not stat.S_ISREG(os.fstat(file.fileno()).st_mode):
-            raise Untrusted(f"has something else than a file as its {RECORD}")
-        raw = file.read(RECORD_LIMIT + 1)
+    except NotRegular as exc:
+        raise Untrusted(f"has a {RECORD} that is {exc}") from None
     try:
-        record = json.loads(raw) if len(raw) <= RECORD_LIMIT else None
+        record = json.loads(raw)
     except ValueError:
         record = None
     if not isinstance(record, dict):
@@ -163,7 +150,7 @@ def lookup(cache_dir: Path, key: str) -> Optional[tuple[Path, dict]]:
         return None
     try:
         if not stat.S_ISDIR(mode):
-            raise Untrusted(f"is {_kind(folder, mode)}")
+            raise Untrusted(f"is {kind_of(folder, mode)}")
         for _ in _walk(folder):
             pass
         record = _read_record(folder / RECORD)
@@ -190,17 +177,17 @@ def _place(source: Path, dest: Path) -> None:
 
 def _copy(source: Path, dest: Path) -> None:
     try:
-        fd = os.open(source, os.O_RDONLY | _NO_FOLLOW)
+        src = open_regular_file(source, follow=False)
+    except NotRegular as exc:
+        raise Untrusted(f"{source.name} became {kind_of(source, exc.mode)}") from None
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise Untrusted(f"{source.name} became a symbolic link") from None
         raise
-    with os.fdopen(fd, "rb") as src:
+    with src:
         found = os.fstat(src.fileno())
-        if not stat.S_ISREG(found.st_mode):
-            raise Untrusted(f"{source.name} became {_kind(source, found.st_mode)}")
         try:
-            with os.fdopen(os.open(dest, _NEW_FILE, found.st_mode & 0o777), "wb") as out:
+            with os.fdopen(os.open(dest, NEW_FILE, found.st_mode & 0o777), "wb") as out:
                 shutil.copyfileobj(src, out, 1 << 20)
         except OSError as exc:
             reraise(exc, dest.parent, found.st_size)
@@ -249,8 +236,7 @@ def share(cache_dir: Path, key: str, stage_dir: Path, record: dict) -> None:
         slug = stage_dir.name
         shared = {**record, "artifacts": [
             {**a, "path": str(Path(a["path"]).relative_to(slug))} for a in record["artifacts"]]}
-        with os.fdopen(os.open(tmp / RECORD, _NEW_FILE, 0o644), "w") as out:
-            out.write(json.dumps(shared, indent=2, default=str))
+        create_new(tmp / RECORD, json.dumps(shared, indent=2, default=str))
         os.replace(tmp, final)   # onto a link or a folder it fails: nothing through either
     except (OSError, CompressError, Untrusted):
         pass

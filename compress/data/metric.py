@@ -54,8 +54,9 @@ def real_number(value) -> tuple[float | None, str]:
             return None, (f" (an array of shape {tuple(getattr(value, 'shape', ()))}: "
                           "return one number, e.g. its .item())")
         kind = getattr(dtype, "kind", None)   # numpy's; torch's dtypes say it by name
-        if (kind not in "iuf" if kind is not None else
-                "bool" in str(dtype) or "complex" in str(dtype)):
+        numeric = (kind in ("i", "u", "f") if kind is not None
+                   else not any(word in str(dtype) for word in ("bool", "complex")))
+        if not numeric:
             return None, ""
     elif isinstance(value, bool) or not isinstance(value, numbers.Real):
         return None, ""

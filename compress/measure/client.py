@@ -21,9 +21,8 @@ import threading
 from pathlib import Path
 
 from compress.errors import ModelError, RemoteError
-# re-exported: the benchmark stage, preflight and the language-model runs import them here
-from compress.measure.exits import (EngineLeftOut, RunnerDied, Unavailable, reap,  # noqa: F401
-                                    runner_died)
+# Unavailable: preflight and the language-model runs catch it as this client's
+from compress.measure.exits import EngineLeftOut, Unavailable, reap, runner_died
 from runtimes import engines
 
 PROJECT_ROOT = Path(__file__).resolve().parents[2]

@@ -21,6 +21,7 @@ import time
 from typing import Optional
 
 from compress.errors import ModelError
+from profiles.check import DID_NOT_RUN
 
 
 class Unavailable(Exception):
@@ -53,7 +54,7 @@ def unmeasured(exc: Unavailable) -> tuple[str, dict]:
     variant did not run there (`died`: failed on that target); an engine that cannot
     open the model: left out; an accelerator not here: unmeasured."""
     if isinstance(exc, RunnerDied):
-        return "did not run", {"died": exc.record()}
+        return DID_NOT_RUN, {"died": exc.record()}
     if isinstance(exc, EngineLeftOut):
         return "left out", {"left_out": True}
     return "unmeasured", {"left_out": False}

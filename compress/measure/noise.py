@@ -45,6 +45,13 @@ def per_round(samples_by_round: Sequence[Sequence[float]], p90: float) -> dict:
             "p90_interval": list(interval(p90, p90s))}
 
 
+def of_rounds(samples_by_round: Sequence[Sequence[float]]) -> dict:
+    """report.json's latency_ms of a job's rounds: the pooled samples' statistics and
+    per_round's additions (the one place a record's latencies are summarized)."""
+    pooled = summarize_latencies([ms for s in samples_by_round for ms in s])
+    return {**pooled, **per_round(samples_by_round, pooled["p90"])}
+
+
 def of_record(latency: Optional[dict]) -> Optional[tuple[float, float]]:
     """A benchmark record's p90 interval; a record without one (a report from before
     intervals were kept, a language model's) gets its p90's band."""
@@ -88,10 +95,8 @@ def close_calls(jobs: list, rounds: dict[int, list]) -> list[int]:
     rows = {}
     for index, mine in rounds.items():
         if mine and not jobs[index].comparison:
-            samples = [r.latency_samples_ms for r in mine]
-            p90 = summarize_latencies([ms for s in samples for ms in s])["p90"]
-            rows[index] = (jobs[index].target, p90, interval(
-                p90, [summarize_latencies(list(s))["p90"] for s in samples if len(s)]))
+            latency = of_rounds([r.latency_samples_ms for r in mine])
+            rows[index] = (jobs[index].target, latency["p90"], tuple(latency["p90_interval"]))
     return to_settle(rows)
 
 
@@ -122,19 +127,32 @@ def _how(rec: dict) -> tuple[str, str, str]:
             str(runtime.get("threads") if isinstance(runtime, dict) else None))
 
 
+def factors(timed) -> dict:
+    """Per key: the widest (below, above) factors of an interval around its p90 among
+    `timed`, rows of (key, p90, (low, high)); the key: engine, machine and threads."""
+    found: dict = {}
+    for key, p90, (low, high) in timed:
+        below, above = found.get(key, (1.0, 1.0))
+        found[key] = (max(below, p90 / low if low > 0 else 1.0),
+                      max(above, high / p90 if p90 > 0 else 1.0))
+    return found
+
+
+def widen(p90: float, span: tuple[float, float],
+          factor: tuple[float, float]) -> tuple[float, float]:
+    """`span` at least as wide around `p90` as `factor` (below, above) of `factors`."""
+    return min(span[0], p90 / factor[0]), max(span[1], p90 * factor[1])
+
+
 def widened(records: list[dict]) -> dict[tuple[str, str], tuple[float, float]]:
     """(target, artifact) -> each timed record's interval, at least as wide for its p90 as
     the widest of those timed by the same engine, machine and threads (for any target:
-    compress.report.ties reads them alike)."""
-    found, factors = {}, {}
+    compress.report.ties reads Variants alike)."""
+    timed = []
     for rec in records:
         span = of_record(rec.get("latency_ms"))
         p90 = span and float(rec["latency_ms"]["p90"])
-        if not p90 or p90 <= 0 or span[0] <= 0:
-            continue
-        key = _how(rec)
-        below, above = factors.get(key, (1.0, 1.0))
-        factors[key] = (max(below, p90 / span[0]), max(above, span[1] / p90))
-        found[(rec.get("target"), rec.get("artifact"))] = (key, p90, span)
-    return {pair: (min(span[0], p90 / factors[key][0]), max(span[1], p90 * factors[key][1]))
-            for pair, (key, p90, span) in found.items()}
+        if p90 and p90 > 0 and span[0] > 0:
+            timed.append(((rec.get("target"), rec.get("artifact")), (_how(rec), p90, span)))
+    widest = factors(row for _, row in timed)
+    return {pair: widen(p90, span, widest[key]) for pair, (key, p90, span) in timed}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 
+from compress.measure.noise import of_rounds
 from runtimes.measure import summarize_latencies
 from runtimes.result import Measurement
 
@@ -36,11 +37,12 @@ def _pool_power(rounds: list[Measurement]) -> dict:
 
 
 def pool_rounds(rounds: list[Measurement]) -> Measurement:
-    """One result from several rounds: latencies pooled, worst memory, first metric."""
+    """One result from several rounds: latencies pooled (with each round's p50 and p90
+    and the p90's interval: noise.of_rounds), worst memory, first metric."""
     power = _pool_power(rounds)
     samples = tuple(ms for r in rounds for ms in r.latency_samples_ms)
     return rounds[0].replace(
-        latency_ms=summarize_latencies(list(samples)), latency_samples_ms=samples,
+        latency_ms=of_rounds([r.latency_samples_ms for r in rounds]), latency_samples_ms=samples,
         runs=len(samples), window_s=sum(r.window_s for r in rounds),
         throughput_per_s=rounds[0].batch_size * len(samples) / sum(r.window_s for r in rounds),
         peak_rss_mb=max(r.peak_rss_mb for r in rounds),

@@ -92,8 +92,7 @@ def read_graph(path):
     except ModelError:   # not protobuf, found at the first bad byte: onnx.load reads it all
         raise
     except Exception:  # noqa: BLE001 - external data the reader cannot place
-        parse_header(path)
-        # onnx parses what the wire-format reader could not walk: read it whole instead
+        # read it whole instead (load_onnx parses it once, and says what is wrong with it)
         from compress.model.onnx_file import Header
         return Header(load_onnx(path), {}, path.resolve())
     if any(span.path != header.path for span in header.spans.values()):
@@ -194,15 +193,13 @@ def parse_header(path: Path):
     """The model's protobuf without external data; only a file that onnx cannot parse is
     called truncated."""
     onnx = require("onnx", "loading an ONNX model")
+    from compress.model.onnx_file import NO_GRAPH, not_onnx, unparsed
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and friends
-        raise ModelError(f"{path} is not a valid ONNX model: it does not parse "
-                         f"({_one_line(exc)}); the file is truncated or is not ONNX. Fix: "
-                         "export or copy it again") from None
+        raise unparsed(path, _one_line(exc)) from None
     if not model.HasField("graph"):
-        raise ModelError(f"{path} is not a valid ONNX model: it holds no graph (an empty or "
-                         "non-ONNX file). Fix: export or copy it again")
+        raise not_onnx(path, NO_GRAPH)
     return model
 
 

@@ -31,7 +31,7 @@ INLINE_LIMIT = 2 ** 31
 MIN_SPAN_BYTES = 1024
 _ALIGN = 4096       # external tensors start on a page, as onnx writes them
 _CHUNK = 16 << 20   # bytes copied at a time
-_NO_GRAPH = "it holds no graph (an empty or non-ONNX file)"
+NO_GRAPH = "it holds no graph (an empty or non-ONNX file)"
 
 
 @dataclass(frozen=True)
@@ -121,12 +121,12 @@ def _model_header(buf, path: Path, spans: dict) -> bytes:
 
 
 def not_onnx(path, what: str) -> ModelError:
-    """The one error for a file that is not ONNX, worded as onnx_compat.parse_header's."""
+    """The one error for a file that is not ONNX (here and in onnx_compat.parse_header)."""
     return ModelError(f"{path} is not a valid ONNX model: {what}. Fix: export or copy it "
                       "again")
 
 
-def _unparsed(path, why: str) -> ModelError:
+def unparsed(path, why: str) -> ModelError:
     return not_onnx(path, f"it does not parse ({why}); the file is truncated or is not ONNX")
 
 
@@ -134,11 +134,11 @@ def _walked(path: Path, spans: dict) -> bytes:
     try:
         with open(path, "rb") as fh:
             if os.fstat(fh.fileno()).st_size == 0:   # mmap refuses an empty file
-                raise not_onnx(path, _NO_GRAPH)
+                raise not_onnx(path, NO_GRAPH)
             with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
                 return _model_header(buf, path, spans)
     except WireError as exc:
-        raise _unparsed(path, str(exc)) from None
+        raise unparsed(path, str(exc)) from None
 
 
 def _parsed(path: Path, model_bytes: bytes):
@@ -147,9 +147,9 @@ def _parsed(path: Path, model_bytes: bytes):
     try:
         model = onnx.ModelProto.FromString(model_bytes)
     except DecodeError as exc:
-        raise _unparsed(path, f"protobuf: {' '.join(str(exc).split())[:200]}") from None
+        raise unparsed(path, f"protobuf: {' '.join(str(exc).split())[:200]}") from None
     if not model.HasField("graph"):
-        raise not_onnx(path, _NO_GRAPH)
+        raise not_onnx(path, NO_GRAPH)
     return model
 
 

@@ -35,9 +35,9 @@ def model_file(path: Path, what: str) -> Path:
         raise ModelError(f"{what}: file not found: {path}{link}") from None
     except OSError as exc:   # a loop of links, a name too long, a folder it cannot enter
         raise ModelError(f"{what}: cannot read {path}{link}: {exc.strerror}") from None
-    kind = next((name for test, name in _NOT_FILES if test(mode)), "not a regular file")
     if stat.S_ISREG(mode):
         return path
+    kind = next((name for test, name in _NOT_FILES if test(mode)), "not a regular file")
     raise ModelError(f"{what}: {path}{link} is {kind}, not a regular file: give the model file")
 
 

@@ -10,6 +10,7 @@ from compress.report.gains import gains
 from compress.report.md import render_markdown
 from compress.report.notes import mark_noisy, unmeasured_reasons
 from profiles import NO_METER
+from profiles.check import DID_NOT_RUN
 
 __all__ = ["Judged", "Measured", "build_report", "render_markdown", "write_reports"]
 
@@ -68,7 +69,7 @@ def build_report(pipeline, manifest: dict, measured: Measured, judged: Judged,
     # runner was killed there did not fit (profiles.check.did_not_run_verdicts)
     fits = _fits(verdicts, benchmarks) + [
         {"artifact": s["artifact"], "target": s["target"], "baseline": s.get("baseline", False),
-         "fits": f"no: did not run: {s['reason']}" if s.get("died") else
+         "fits": f"no: {DID_NOT_RUN}: {s['reason']}" if s.get("died") else
          "unknown, unmeasured" if s.get("unmeasured") else "not measured: " + s["reason"]}
         for s in measured.skipped]
     mark_noisy([*benchmarks, *measured.engine_baselines])

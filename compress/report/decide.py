@@ -24,8 +24,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Optional
 
-# TIE_RATIO: the least tie (compress.measure.noise), read beside the rules it shapes
-from compress.measure.noise import TIE_RATIO, of_record  # noqa: F401
+from compress.measure.noise import of_record
 from compress.report import ties
 from profiles import AT_LEAST, NO_METER, PASS, UNITS
 

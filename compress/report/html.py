@@ -219,5 +219,7 @@ def render_html(report: dict) -> str:
     return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{escape(name)}: compression report</title><style>{_CSS}</style>"
             f"<script>{plotly_js}</script></head>\n<body>\n"
-            # every part escapes its fields; this pass covers what a part puts in as it is
+            # every part escapes its fields (html_parts.escape); this pass covers what
+            # plotly writes itself, the charts' data: its orjson engine, where installed,
+            # leaves a C1 or bidi character raw in a JSON string
             + safe_text("\n".join(part for part in body if part)) + "\n</body></html>\n")

@@ -2,19 +2,19 @@
 p90 first, where "faster" means beyond the measured noise. Pure: no I/O.
 
 A variant's p90 carries an interval (compress.measure.noise: its rounds' lowest to highest
-p90, at least TIE_RATIO wide), widened here to the noise its engine showed on the machine
-that measured it: at least as wide, for its p90, as the widest of the variants timed by
-the same engine, machine and threads, for any target (the same runtime on the same
-machine swings alike from one process to the next: LiteRT on two threads timed one small
-file at 0.025 or 0.165 ms, by process). The variants whose
-interval overlaps the fastest one's are a tie, ordered by the smaller file, then the smaller metric drop, then the integer
-precision (int8 before fp16 before fp32), then the artifact's name: whatever order the
-variants come in and whichever of them measured a hair faster this time, the same one
-leads. The others follow by p90.
+p90, at least TIE_RATIO wide), widened to the noise its engine showed on the machine that
+measured it (noise.widen, as `compress compare` reads a report): at least as wide, for its
+p90, as the widest of the variants timed by the same engine, machine and threads, for any
+target (the same runtime on the same machine swings alike from one process to the next:
+LiteRT on two threads timed one small file at 0.025 or 0.165 ms, by process). The
+variants whose interval overlaps the fastest one's are a tie, ordered by the smaller file,
+then the smaller metric drop, then the integer precision (int8 before fp16 before fp32),
+then the artifact's name: whatever order the variants come in and whichever of them
+measured a hair faster this time, the same one leads. The others follow by p90.
 """
 from __future__ import annotations
 
-from compress.measure.noise import band, overlap
+from compress.measure.noise import band, factors, overlap, widen
 
 
 def precision_rank(precision) -> int:
@@ -39,22 +39,13 @@ def _how(variant) -> tuple:
 def engine_noise(timed: list) -> dict:
     """Per (engine, machine, threads): the widest (below, above) factors of an interval
     around its p90 among `timed` (the measured variants of every target)."""
-    noise: dict = {}
-    for v in timed:
-        low, high = _own(v)
-        below, above = noise.get(_how(v), (1.0, 1.0))
-        p90 = v.latency_p90_ms
-        noise[_how(v)] = (max(below, p90 / low if low > 0 else 1.0),
-                          max(above, high / p90 if p90 > 0 else 1.0))
-    return noise
+    return factors((_how(v), v.latency_p90_ms, _own(v)) for v in timed)
 
 
 def span(variant, noise: dict | None = None) -> tuple[float, float]:
     """The variant's interval, at least its engine's noise on the target wide."""
-    low, high = _own(variant)
-    below, above = (noise or {}).get(_how(variant), (1.0, 1.0))
-    p90 = variant.latency_p90_ms
-    return min(low, p90 / below), max(high, p90 * above)
+    factor = (noise or {}).get(_how(variant), (1.0, 1.0))
+    return widen(variant.latency_p90_ms, _own(variant), factor)
 
 
 def _tie_key(variant) -> tuple:

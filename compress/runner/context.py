@@ -183,29 +183,27 @@ def _shape(decl) -> tuple:
 
 def check_random_fits(decls, count: int) -> None:
     """Refuse, before any is allocated, random inputs over RANDOM_LIMIT_BYTES a call or,
-    `count` calls together, over half the memory available: the ModelError names the
-    input, its shape, the bytes and the memory."""
-    from runtimes.input_bounds import array_bytes, available_bytes, size_text
+    `count` calls together, over half the memory available (runtimes.input_bounds'
+    rule): the ModelError names the input, its shape, the bytes and the memory."""
+    from runtimes.input_bounds import array_bytes, available_bytes, check_fits, size_text
     sizes = {d.name: array_bytes(_shape(d), d.dtype) for d in decls}
-    available = available_bytes()
-    fix = "Check the shape, or give data (data.calibration / evaluation)"
+    fix = "check the shape, or give data (data.calibration / evaluation)"
     for decl in decls:
         if sizes[decl.name] > RANDOM_LIMIT_BYTES:
             raise ModelError(
                 f"model.inputs: input '{decl.name}' declares shape {list(decl.shape)} "
                 f"{decl.dtype}: {size_text(sizes[decl.name])} ({sizes[decl.name]:,} bytes) a "
                 f"call, over the {size_text(RANDOM_LIMIT_BYTES)} random inputs may take "
-                f"({size_text(available)} of memory available here). {fix}")
+                f"({size_text(available_bytes())} of memory available here); {fix}")
+    if not decls:
+        return
     # drawn as 64-bit numbers, then converted: the largest input's draw lives beside them
-    need = count * sum(sizes.values()) + max(
-        (array_bytes(_shape(d), "int64") for d in decls), default=0)
-    if need > available // 2:
-        worst = max(decls, key=lambda d: sizes[d.name])
-        raise ModelError(
-            f"model.inputs: {count} random feeds of input '{worst.name}' (shape "
-            f"{list(worst.shape)} {worst.dtype}) and the others take {size_text(need)} "
-            f"({need:,} bytes), more than half the {size_text(available)} of memory "
-            f"available here. {fix}")
+    worst = max(decls, key=lambda d: sizes[d.name])
+    others = " and the others" if len(decls) > 1 else ""
+    check_fits(f"model.inputs: drawing {count} random feeds of input '{worst.name}' (shape "
+               f"{list(worst.shape)} {worst.dtype}){others}",
+               count * sum(sizes.values())
+               + max(array_bytes(_shape(d), "int64") for d in decls), fix, error=ModelError)
 
 
 def _random(rng, decl) -> np.ndarray:

@@ -4,6 +4,7 @@ read from its report's `recommendations` entry, the file found where the run lef
 from __future__ import annotations
 
 import os
+import typing
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
@@ -62,17 +63,21 @@ def _file_of(report: dict, run_dir: Path, rec: dict) -> Optional[Path]:
     return Path(path) if path else None
 
 
+def _kind(annotation) -> type:
+    """The type a field holds when set: Optional[float] -> float."""
+    return next(a for a in (typing.get_args(annotation) or (annotation,)) if a is not type(None))
+
+
+# field -> the type its value is read as; the file (`path`) is found by _file_of
+_KINDS = {name: _kind(hint) for name, hint in typing.get_type_hints(Recommendation).items()
+          if name != "path"}
+
+
 def _typed(report: dict, run_dir: Path, rec: dict) -> Recommendation:
-    f, s, i, d = float, str, int, dict
-    return Recommendation(
-        rec["target"], typed_as(rec.get("status"), s) or "unmeasured", typed_as(rec.get("artifact"), s),
-        _file_of(report, run_dir, rec) if rec.get("status") in SHIPPABLE else None,
-        typed_as(rec.get("format"), s), typed_as(rec.get("precision"), s), typed_as(rec.get("engine"), s),
-        typed_as(rec.get("threads"), i), typed_as(rec.get("latency_p90_ms"), f),
-        typed_as(rec.get("model_size_mb"), f), typed_as(rec.get("peak_memory_mb"), f),
-        typed_as(rec.get("metric"), d), typed_as(rec.get("drop"), f), typed_as(rec.get("feeding"), d),
-        typed_as(rec.get("measured_on_device"), bool), typed_as(rec.get("off_target_reason"), s),
-        typed_as(rec.get("closest_miss"), d), typed_as(rec.get("why"), s) or "")
+    values = {name: typed_as(rec.get(name), kind) for name, kind in _KINDS.items()}
+    return Recommendation(**{
+        **values, "status": values["status"] or "unmeasured", "why": values["why"] or "",
+        "path": _file_of(report, run_dir, rec) if rec.get("status") in SHIPPABLE else None})
 
 
 def recommendation(report: dict, run_dir: Path, target: Optional[str] = None) -> Recommendation:

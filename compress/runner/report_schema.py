@@ -78,21 +78,31 @@ class ReportView(_Part):
     recommendations: list[RecommendationPart] = []
 
 
-def parse(data: bytes) -> ReportView:
-    """The report's typed view; NotAReport naming the first field that is wrong."""
+def first_error(exc: ValidationError) -> str:
+    """A record's first wrong field and what is wrong with it, never its contents."""
+    error = exc.errors(include_url=False, include_input=False)[0]
+    where = ".".join(map(str, error["loc"]))
+    return f"field {where}: {error['msg']}" if where else error["msg"]
+
+
+def parse(data: bytes, schema: type[ReportView] = ReportView) -> ReportView:
+    """The report's typed view (`schema`: ReportView or a reader's fuller one, such as a
+    search's trial report); NotAReport naming the first field that is wrong."""
     try:
-        return ReportView.model_validate_json(data)
+        return schema.model_validate_json(data)
     except ValidationError as exc:
-        error = exc.errors(include_url=False, include_input=False)[0]   # never its contents
-        where = ".".join(map(str, error["loc"]))
-        raise NotAReport(f"field {where}: {error['msg']}" if where else error["msg"]) \
-            from None
+        raise NotAReport(first_error(exc)) from None
+
+
+def read_bytes(path: Path) -> bytes:
+    """The report's bytes: OSError (it cannot be opened) or NotAReport (not a regular
+    file, or larger than MAX_REPORT_BYTES)."""
+    try:
+        return read_regular(path, MAX_REPORT_BYTES)
+    except NotRegular as exc:
+        raise NotAReport(str(exc)) from None
 
 
 def read_report(path: Path) -> ReportView:
     """The report at `path`, typed: raises OSError (it cannot be opened) or NotAReport."""
-    try:
-        data = read_regular(path, MAX_REPORT_BYTES)
-    except NotRegular as exc:
-        raise NotAReport(str(exc)) from None
-    return parse(data)
+    return parse(read_bytes(path))

@@ -20,13 +20,14 @@ import stat
 from pathlib import Path
 from typing import Callable, Optional
 
-from compress.core.safe_files import expect, install, make_dir, reraise, write_temp
+from compress.core.artifacts import artifact_files
+from compress.core.bounded_read import NotRegular, open_regular_file, read_regular
+from compress.core.safe_files import NEW_FILE, expect, install, make_dir, reraise, write_temp
 from compress.errors import ConfigError
 from compress.runner.recommendation import (SHIPPABLE, Recommendation, artifact_record,
                                             recommendation, typed_as)
 
 MANIFEST = "ship.json"
-_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _g(value) -> str:
@@ -64,8 +65,7 @@ def _parts(path: Path, fmt: Optional[str]) -> tuple[list[Path], list[Path]]:
         raise ConfigError(f"{path} is a folder (a language model's): copy the folder itself; "
                           "`compress ship` ships one model file (with its weights file)")
     _present(path)
-    from runtimes.loader import model_files
-    hashed = [Path(p) for p in model_files(str(path))]
+    hashed = artifact_files(path)   # as sha256_artifact hashed them
     extra = []
     if fmt == "onnx":
         import onnx
@@ -93,12 +93,14 @@ def _copy_in(source: Path, final: Path, digests: list) -> Path:
     way."""
     tmp = final.with_name(f".{final.name}.tmp-{os.getpid()}-{secrets.token_hex(4)}")
     try:
-        src = open(source, "rb")
-    except (FileNotFoundError, NotADirectoryError):   # removed since _present looked
+        src = open_regular_file(source)   # a FIFO put there would block the copy
+    except (FileNotFoundError, NotADirectoryError):   # removed since the run
         raise _changed(source, "is gone") from None
+    except NotRegular:
+        raise _changed(source, "is not a file") from None
     with src:
         try:
-            fd = os.open(tmp, _NEW_FILE, 0o644)
+            fd = os.open(tmp, NEW_FILE, 0o644)
         except OSError as exc:
             reraise(exc, final.parent)
         try:
@@ -123,7 +125,6 @@ def _copy_all(rec: Recommendation, parts: tuple, to: Path, recorded: Optional[st
     hashed, extra = parts
     whole, files = hashlib.sha256(), []
     for part in [*hashed, *extra]:
-        _present(part)
         own = hashlib.sha256()
         final = to / part.name
         temps.append((_copy_in(part, final, [own] + ([whole] if part in hashed else [])),
@@ -144,10 +145,9 @@ def _source_sha(report: dict) -> Optional[str]:
     return found or typed_as(source.get("sha256"), str)
 
 
-def _manifest(rec: Recommendation, files: list[dict], report: dict,
-              report_path: Path) -> dict:
+def _manifest(rec: Recommendation, files: list[dict], recorded: Optional[str],
+              report: dict, report_path: Path) -> dict:
     from compress.runner.manifest import product_version
-    recorded = typed_as(artifact_record(report, rec.artifact).get("sha256"), str)
     return {
         "target": rec.target, "status": rec.status, "file": files[0]["name"],
         "sha256": files[0]["sha256"], "files": files, "artifact": rec.artifact,
@@ -166,10 +166,9 @@ def _shipped_before(to: Path) -> set[str]:
     """The names the last ship into `to` wrote (its ship.json), to drop the ones this one
     does not write again (a TFLite file shipped over an ONNX one)."""
     try:
-        with open(to / MANIFEST, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW)) as fh:
-            old = json.loads(fh.read(1 << 20))
+        old = json.loads(read_regular(to / MANIFEST, 1 << 20, follow=False))
         return {f["name"] for f in old.get("files", ()) if Path(f["name"]).name == f["name"]}
-    except (OSError, ValueError, TypeError, KeyError, AttributeError):
+    except (OSError, ValueError, TypeError, KeyError, AttributeError):   # NotRegular too
         return set()
 
 
@@ -213,7 +212,8 @@ def ship(report: dict, report_path: Path, to, target: Optional[str] = None,
     recorded = typed_as(artifact_record(report, rec.artifact).get("sha256"), str)
     try:
         files = _copy_all(rec, parts, to, recorded, temps)
-        data = json.dumps(_manifest(rec, files, report, Path(report_path)), indent=2)
+        data = json.dumps(_manifest(rec, files, recorded, report, Path(report_path)),
+                          indent=2)
         temps.append((write_temp(to / MANIFEST, data + "\n"), to / MANIFEST))
         while temps:   # ship.json last: a reader of it finds the files it names
             install(*temps[0])

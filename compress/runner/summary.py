@@ -63,11 +63,11 @@ def run_as_json(run: Callable) -> int:
         try:
             result = run()
         except Exception as exc:   # said below, then raised again for its exit code
-            stopped = exc
-    full = NoSpace.found_in(stopped) if stopped is not None else None
-    if stopped is not None and not (isinstance(stopped, CompressError) or full is not None):
+            # a full disk said once: the document and the CLI's line name the same free space
+            stopped = NoSpace.found_in(exc) or exc
+    if stopped is not None and not isinstance(stopped, CompressError):
         raise stopped
-    document = summary_document(result) if stopped is None else error_document(full or stopped)
+    document = summary_document(result) if stopped is None else error_document(stopped)
     print(json.dumps(document, indent=2), flush=True)
     if stopped is not None:
         raise stopped

@@ -27,17 +27,14 @@ def _open_study(path: Path, name: str, seed: int):
     """The study, its trials a kill left running requeued: (optuna, study, how many).
     A file that is not a study this Optuna can read (cut short, another program's
     database, another version's schema) is a ConfigError naming it and the fix."""
-    import sqlite3
-    from sqlalchemy.exc import SQLAlchemyError
     try:
         optuna, study = _study(path, name, seed)
         return optuna, study, _requeue_killed(optuna, study)
-    except ImportError:
-        raise
-    except (SQLAlchemyError, sqlite3.Error, RuntimeError, ValueError, KeyError) as exc:
-        why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
-    except Exception as exc:   # optuna.exceptions.OptunaError: imported with optuna only
-        if type(exc).__module__.split(".")[0] != "optuna":
+    except Exception as exc:
+        # the storage's errors told by their module, not imported here: without the search
+        # extra, _study's MissingDependency (pip install optuna) is what must come out
+        if not isinstance(exc, (RuntimeError, ValueError, KeyError)) and \
+                type(exc).__module__.split(".")[0] not in ("optuna", "sqlalchemy", "sqlite3"):
             raise
         why = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
     raise ConfigError(f"the search's Optuna study cannot be read ({why}): run again with "

@@ -24,6 +24,7 @@ from pydantic import TypeAdapter, ValidationError
 from compress.core.artifacts import write_json_atomic
 from compress.core.bounded_read import NotRegular, read_regular
 from compress.core.safe_files import expect, make_dir, remove
+from compress.runner.report_schema import first_error
 
 FINGERPRINT = "search.json"
 RECORD_LIMIT = 2**20   # a trial's record or the fingerprint: a few hundred bytes
@@ -79,11 +80,10 @@ def finished(out: Path, trials: str, record: str, trial_cls, stale: dict) -> dic
     was written as (strictly: a string is not read as a number) from its own folder. One
     that cannot be read so, or that names another folder's trial, goes to `stale`
     ({path: why}): its trial is run again."""
-    found = {}
+    found, records = {}, TypeAdapter(trial_cls)
     for path in sorted((out / trials).glob(f"*/{record}")):
         try:
-            trial = TypeAdapter(trial_cls).validate_json(read_regular(path, RECORD_LIMIT),
-                                                         strict=True)
+            trial = records.validate_json(read_regular(path, RECORD_LIMIT), strict=True)
         except FileNotFoundError:
             continue
         except (OSError, NotRegular, ValidationError) as exc:
@@ -98,9 +98,7 @@ def finished(out: Path, trials: str, record: str, trial_cls, stale: dict) -> dic
 
 def _unreadable(exc: Exception) -> str:
     if isinstance(exc, ValidationError):
-        error = exc.errors(include_url=False, include_input=False)[0]
-        where = ".".join(map(str, error["loc"]))
-        return f"field {where}: {error['msg']}" if where else error["msg"]
+        return first_error(exc)
     return exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
 
 

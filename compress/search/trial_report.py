@@ -6,40 +6,35 @@ hand or replaced is one trial left out with the reason, never a crash of the sea
 
 The schema is the one `compress runs` reads (compress.runner.report_schema) with the rows
 the merge takes apart: each artifact as the run recorded it (read back as an Artifact),
-each measurement's baseline flag, the verdicts as profiles.Verdict takes them, and the
-model and engine comparison rows, every row naming an artifact the report lists.
+each measurement's baseline flag, each verdict as profiles.Verdict takes it (both rows
+checked against the dataclass itself, no key more), and the model and engine comparison
+rows, every row naming an artifact the report lists.
 """
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic.dataclasses import dataclass as pydantic_dataclass
 
-from compress.core.bounded_read import NotRegular, read_regular
+from compress.core.artifacts import Artifact
+from compress.runner.report_schema import (BenchmarkPart, NotAReport, ReportView, parse,
+                                           read_bytes)
 from profiles import Verdict
-from compress.runner.report_schema import (MAX_REPORT_BYTES, BenchmarkPart, NotAReport,
-                                           ReportView)
 
 __all__ = ["NotAReport", "read_trial_report"]
 
 
-class _Exact(BaseModel):
-    # a row read back as a dataclass (Artifact, Verdict): an unknown key would not fit it
-    model_config = ConfigDict(strict=True, extra="forbid")
+def _exactly(record: type) -> type:
+    """The record's own dataclass, validated as pydantic does a model: strictly, and with
+    no key it does not have (the merge rebuilds each row as `record(**row)`, where an
+    unknown key would be a TypeError). A subclass: `record` itself stays as it is."""
+    return pydantic_dataclass(record, frozen=True,
+                              config=ConfigDict(strict=True, extra="forbid"))
 
 
-class _ArtifactRow(_Exact):
-    id: str
-    format: str
-    precision: str
-    stage: str
-    parent: Optional[str]
-    path: str
-    size_bytes: int
-    sha256: str
-    meta: dict[str, Any] = {}
+_ArtifactRow, _VerdictRow = _exactly(Artifact), _exactly(Verdict)
 
 
 class _Row(BaseModel):
@@ -54,32 +49,17 @@ class _Measured(BenchmarkPart):
 class TrialReport(ReportView):
     artifacts: list[_ArtifactRow] = Field(min_length=1)   # the first is the source
     benchmarks: list[_Measured] = []
-    verdicts: list[Verdict] = []   # the writer's own record
+    verdicts: list[_VerdictRow] = []
     models: list[_Row] = []
     engine_baselines: list[_Row] = []
-
-
-def _parsed(data: bytes) -> TrialReport:
-    """pydantic's JSON parser (its nesting limit makes a document nested 100,000 deep an
-    error, not a RecursionError); NotAReport naming the first wrong field, never its value."""
-    try:
-        return TrialReport.model_validate_json(data)
-    except ValidationError as exc:
-        error = exc.errors(include_url=False, include_input=False)[0]
-        where = ".".join(map(str, error["loc"]))
-        raise NotAReport(f"field {where}: {error['msg']}" if where else error["msg"]) \
-            from None
 
 
 def read_trial_report(path: Path) -> dict:
     """The trial's report as the run wrote it; OSError (it cannot be opened) or NotAReport
     naming what is wrong (not a regular file, too large, a field missing or mistyped, a
     row naming an artifact the report does not list)."""
-    try:
-        data = read_regular(path, MAX_REPORT_BYTES)
-    except NotRegular as exc:
-        raise NotAReport(str(exc)) from None
-    view = _parsed(data)
+    data = read_bytes(path)
+    view = parse(data, TrialReport)
     listed = {a.id for a in view.artifacts}
     for table in ("benchmarks", "verdicts", "models", "engine_baselines"):
         strays = [row.artifact for row in getattr(view, table) if row.artifact not in listed]

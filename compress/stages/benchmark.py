@@ -17,13 +17,12 @@ from compress.measure.lm import measure_lm
 from compress.measure.lm_sweep import LMSweep
 from compress.measure.copies import Copies
 from compress.measure.records import by_device, pool_rounds, record, spread
-from compress.measure.noise import measure_close, per_round
+from compress.measure.noise import measure_close
 from compress.measure.screen import Screen
 from compress.measure.dispatch import Item, dispatch
-from compress.measure.client import (AUTO, Unavailable, baseline_engines, device_flags,
-                                     engine_flags, engine_for, min_metric_flag,
-                                     reports_placement)
-from compress.measure.exits import unmeasured
+from compress.measure.client import (AUTO, baseline_engines, device_flags, engine_flags,
+                                     engine_for, min_metric_flag, reports_placement)
+from compress.measure.exits import Unavailable, unmeasured
 from compress.stagebase import StageConfig, register
 from runtimes import engines
 from runtimes.lm.formats import engine_of as lm_engine
@@ -233,8 +232,6 @@ class _Rounds:
         rounds, fleet = self.rounds[index], self.ctx.fleets[job.target]
         made = record(pool_rounds(rounds), job, self.files[2],
                       next((p for p in fleet.opened if p.label == rounds[0].device), None))
-        made["latency_ms"] = {**made["latency_ms"], **per_round(   # the spread between rounds
-            [r.latency_samples_ms for r in rounds], made["latency_ms"]["p90"])}
         if fleet.size > 1:   # a fleet: each board's own figures beside the pooled ones
             made["devices"] = by_device(rounds)
             made["device_spread"] = spread(made["devices"])

@@ -238,20 +238,15 @@ def _example_shapes(decls) -> list[tuple]:
     refused before any is allocated where together they take over half the memory
     available (runtimes.input_bounds' rule): a DataError naming the largest input, its
     shape, the bytes and the memory."""
-    from runtimes.errors import RuntimeInputError
     from runtimes.input_bounds import array_bytes, check_fits
     shapes = [tuple(1 if size is None else size for size in d.shape) for d in decls]
     sizes = [array_bytes(shape, d.dtype) for d, shape in zip(decls, shapes)]
-    if not decls:
-        return shapes
-    worst = max(range(len(decls)), key=sizes.__getitem__)
-    others = " and the others" if len(decls) > 1 else ""
-    try:
-        check_fits(f"model.inputs: input '{decls[worst].name}' (shape {list(decls[worst].shape)} "
-                   f"{decls[worst].dtype}){others}: the zero example prune traces the model "
-                   "with", sum(sizes), "check the shape in model.inputs")
-    except RuntimeInputError as exc:
-        raise DataError(str(exc)) from None
+    if decls:
+        worst = decls[max(range(len(decls)), key=sizes.__getitem__)]
+        others = " and the others" if len(decls) > 1 else ""
+        check_fits(f"model.inputs: input '{worst.name}' (shape {list(worst.shape)} "
+                   f"{worst.dtype}){others}: the zero example prune traces the model with",
+                   sum(sizes), "check the shape in model.inputs", error=DataError)
     return shapes
 
 

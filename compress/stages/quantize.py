@@ -22,6 +22,7 @@ from compress.quant.ort_int8 import op_histogram, preprocess, qdq_summary
 from compress.quant.schemes import SCHEMES, scheme_configs, scheme_of_setting
 from compress.stagebase import register, settings_error
 from export import presets
+from runtimes.suggest import IN_BETWEEN, did_you_mean
 
 # the stage in a pipeline: one settings class per scheme, chosen by `scheme`
 QuantizeConfig = Annotated[Union[scheme_configs()], Field(discriminator="scheme")]
@@ -40,7 +41,9 @@ class _ByScheme(type):
         if scheme is None:
             raise _scheme_error(f"required key is missing: give `scheme=`, one of {known}")
         if not isinstance(scheme, str) or scheme not in SCHEMES:
-            raise _scheme_error(f"unknown scheme {scheme!r}. Known schemes: {known}")
+            raise _scheme_error(f"unknown scheme {scheme!r}"   # as the YAML says it
+                                f"{did_you_mean(scheme, SCHEMES, IN_BETWEEN)}. Known schemes: "
+                                f"{known}")
         config_cls = SCHEMES[scheme].config_cls
         for setting in settings:   # the YAML's hint: a setting of another scheme
             others = scheme_of_setting(setting)
@@ -53,7 +56,7 @@ class _ByScheme(type):
         try:
             return config_cls.model_validate({**settings, "scheme": scheme})
         except ValidationError as exc:
-            raise settings_error(f"Quantize(scheme={scheme!r})", exc) from None
+            raise settings_error(f"Quantize(scheme={scheme!r})", exc, config_cls) from None
 
     def __instancecheck__(cls, obj) -> bool:
         return isinstance(obj, scheme_configs())

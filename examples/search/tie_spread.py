@@ -1,5 +1,5 @@
 """How far apart one file measures from one runner process to the next: the basis of
-compress.report.decide.TIE_RATIO (two variants whose p90 differ by less are a tie).
+compress.measure.noise.TIE_RATIO (two variants whose p90 differ by less are a tie).
 
     python examples/search/tie_spread.py MODEL [MODEL ...] [--times 5]
 

@@ -8,6 +8,7 @@ one file per class (docs/reference.md, "Guarantees, and the tests that hold them
     test_api_and_small.py        the Python API as documented; meters; odd model paths
     test_followups.py            reports and validate, preflight, the LM runner, searches
     test_followups_cache.py      the stage cache, the quantizer's litter, killed = failed
+    planted.py                   (a helper) the folder a planted link points to; a tmpfs
 
 Fast cases run in `make test`; whole-process runs are marked `runs` (`make test-runs`).
 """

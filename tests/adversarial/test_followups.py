@@ -27,18 +27,11 @@ from types import SimpleNamespace
 import pytest
 
 from runtimes.bench_options import max_threads
+# _unsafe: the characters that drive a terminal (C0 but newline and tab, DEL, C1, bidi)
+from tests.adversarial.test_terminal_text import CLEAR, TITLE, _unsafe
 from tests.conftest import child_env, run_cli, write_pipeline
 
-TITLE = "\x1b]0;pwned\x07"                 # sets the terminal's title
-CLEAR = "\x1b[2J\x1b[H"                    # clears the screen
 HOSTILE = f"{TITLE}{CLEAR}\x9b31m\r\x00\x08\x7f\x85\u202e"
-
-
-def _unsafe(text: str) -> list[str]:
-    """The characters of `text` that drive a terminal: C0 but newline, tab and carriage
-    return, DEL and C1 (a bidi override too, which safe_text also escapes)."""
-    return [c for c in text if (ord(c) < 0x20 and c not in "\n\t\r") or 0x7f <= ord(c) <= 0x9f
-            or 0x202a <= ord(c) <= 0x202e or 0x2066 <= ord(c) <= 0x2069]
 
 
 # --- 1. report.md and report.html ---------------------------------------------------------
@@ -406,6 +399,8 @@ PLANTED = {
     "t008": lambda p: p.symlink_to("/dev/zero"),                      # endless
     "t009": lambda p: None,                                            # gone
     "t010": lambda p: (p.touch(), os.truncate(p, 65 * 2**20)),         # past the size cap
+    "t011": lambda p: p.write_text(json.dumps(                         # Verdict(**row) fails
+        {**_trial_report(), "verdicts": [{**_trial_report()["verdicts"][0], "extra": 1}]})),
 }
 
 
@@ -429,6 +424,7 @@ def test_a_bad_trial_report_is_a_skipped_trial_with_its_reason(tmp_path):
     assert "recursion limit" in said["t004"]
     assert "field artifacts" in said["t005"] and "'zz'" in said["t006"]
     assert "field artifacts.0.extra" in said["t007"]
+    assert "field verdicts.0.extra" in said["t011"]
     assert "No such file" in said["t009"]
     for trial_id, error in said.items():
         assert str(tmp_path / "trials" / trial_id / "report.json") in error
@@ -437,6 +433,10 @@ def test_a_bad_trial_report_is_a_skipped_trial_with_its_reason(tmp_path):
 
 def test_the_trial_schema_has_every_field_of_the_records_it_is_read_back_as():
     from compress.core.artifacts import Artifact
-    from compress.search.trial_report import _ArtifactRow
-    # (verdicts are read back as profiles.Verdict itself)
-    assert set(_ArtifactRow.model_fields) == {f.name for f in dataclasses.fields(Artifact)}
+    from compress.search.trial_report import _ArtifactRow, _VerdictRow
+    from profiles import Verdict
+    # each row is checked as the dataclass the merge rebuilds it as, derived from it
+    for row, record in ((_ArtifactRow, Artifact), (_VerdictRow, Verdict)):
+        assert issubclass(row, record)
+        assert [f.name for f in dataclasses.fields(row)] == \
+            [f.name for f in dataclasses.fields(record)]

@@ -39,9 +39,9 @@ from compress.core import stage_cache
 from compress.core.artifacts import Artifact, Output, StageDir
 from compress.core.stage_cache import ARTIFACT_FIELDS, RECORD, Untrusted, entry
 from compress.errors import DataError, NoSpace
+from tests.adversarial import planted
 from tests.conftest import pipeline_dict, run_cli, write_pipeline
 
-PRECIOUS = "the user's own file: nothing may change it\n"
 KEY = "ab" * 32
 SLUG = "01-export.onnx"
 
@@ -49,18 +49,7 @@ SLUG = "01-export.onnx"
 @pytest.fixture
 def outside(tmp_path) -> Path:
     """A folder outside the runs (what a planted link points to), checked unchanged."""
-    folder = tmp_path / "outside"
-    (folder / "dir").mkdir(parents=True)
-    (folder / "precious.txt").write_text(PRECIOUS)
-    before = _snapshot(folder)
-    yield folder
-    assert _snapshot(folder) == before
-
-
-def _snapshot(folder: Path) -> dict:
-    return {str(p.relative_to(folder)): (p.read_text() if p.is_file() and not p.is_symlink()
-                                         else os.path.islink(p))
-            for p in sorted(folder.rglob("*"))}
+    yield from planted.outside(tmp_path)
 
 
 def _make(runs: Path, run: str, data: bytes = b"an onnx model") -> list[Artifact]:
@@ -131,7 +120,7 @@ PLANTED = ("the entry is a link", "its model is a link", "a folder in it holds a
 def test_a_planted_cache_entry_is_a_miss_said_and_replaced(tmp_path, outside, kind):
     runs = tmp_path / "runs"
     found = _plant(runs, kind, outside)
-    elsewhere = _snapshot(tmp_path / "elsewhere")
+    elsewhere = planted.snapshot(tmp_path / "elsewhere")
     started = time.monotonic()
     with pytest.raises(Untrusted) as caught:
         _reuse(runs, "second")
@@ -147,7 +136,7 @@ def test_a_planted_cache_entry_is_a_miss_said_and_replaced(tmp_path, outside, ki
     assert record["artifacts"][0]["sha256"] == made[0].sha256
     assert (folder / "model.onnx").read_bytes() == b"made again"
     assert _reuse(runs, "third")[0].sha256 == made[0].sha256   # and it serves the next
-    assert _snapshot(tmp_path / "elsewhere") == elsewhere
+    assert planted.snapshot(tmp_path / "elsewhere") == elsewhere
 
 
 def _nest(folder: Path, depth: int) -> None:
@@ -290,23 +279,8 @@ def test_a_quantize_leaves_the_previous_stages_folder_as_it_was(tmp_path, prepro
     assert made == ["model.onnx"]   # its own link of the input gone before the commit
 
 
-@contextlib.contextmanager
-def _tmpfs(folder: Path, size: str):
-    folder.mkdir(parents=True, exist_ok=True)
-    if shutil.which("mount") is None or os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root and mount(8)")
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
-                              str(folder)], capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
-
-
 def test_a_quantize_on_a_full_disk_leaves_no_litter_in_the_previous_stage(tmp_path):
-    with _tmpfs(tmp_path / "disk", "2m") as disk:
+    with planted.tmpfs(tmp_path / "disk", "2m") as disk:
         previous = disk / "t" / SLUG
         previous.mkdir(parents=True)
         _matmul_model(previous / "model.onnx", 256, 1024)   # 1 MiB of weights

@@ -13,7 +13,6 @@ import contextlib
 import errno
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -27,9 +26,9 @@ from compress.core.safe_files import InTheWay
 from compress.errors import CompressError, NoSpace
 from compress.runner import crash, history
 from compress.runner.lock import RunLock
+from tests.adversarial import planted
 from tests.conftest import child_env, pipeline_dict, run_cli, write_pipeline
 
-PRECIOUS = "the user's own file: nothing may change it\n"
 REPORTS = ("manifest.json", "report.md", "report.html", "report.json")
 
 
@@ -37,18 +36,7 @@ REPORTS = ("manifest.json", "report.md", "report.html", "report.json")
 def outside(tmp_path) -> Path:
     """A folder outside the run folder (what a planted link points to); every test
     checks it is left exactly as it was."""
-    folder = tmp_path / "outside"
-    (folder / "dir").mkdir(parents=True)
-    (folder / "precious.txt").write_text(PRECIOUS)
-    (folder / "dir" / "kept.txt").write_text(PRECIOUS)
-    before = _snapshot(folder)
-    yield folder
-    assert _snapshot(folder) == before
-
-
-def _snapshot(folder: Path) -> dict:
-    return {str(p.relative_to(folder)): p.read_text() if p.is_file() else None
-            for p in sorted(folder.rglob("*"))}
+    yield from planted.outside(tmp_path, "dir/kept.txt")
 
 
 @pytest.fixture
@@ -186,25 +174,9 @@ def test_a_crash_log_is_never_written_through_a_link(run_dir, outside):
 
 # --- a full disk ---------------------------------------------------------------------
 
-@contextlib.contextmanager
-def _tmpfs(folder: Path, size: str):
-    """A real file system of `size` at `folder`; skips where mounting is not allowed."""
-    folder.mkdir(parents=True, exist_ok=True)
-    if shutil.which("mount") is None or os.geteuid() != 0:
-        pytest.skip("mounting a small tmpfs needs root and mount(8)")
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs",
-                              str(folder)], capture_output=True, text=True)
-    if mounted.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here: {mounted.stderr.strip()}")
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", "-l", str(folder)], capture_output=True)
-
-
 @pytest.fixture
 def small_disk(tmp_path):
-    with _tmpfs(tmp_path / "disk", "256k") as folder:
+    with planted.tmpfs(tmp_path / "disk", "256k") as folder:
         yield folder
 
 
@@ -256,7 +228,7 @@ def _failing_stage(disk: Path, fill: bool) -> None:
 
 
 def test_a_stage_whose_file_was_cut_short_fails_as_no_space(tmp_path):
-    with _tmpfs(tmp_path / "disk", "4m") as disk:
+    with planted.tmpfs(tmp_path / "disk", "4m") as disk:
         with pytest.raises(ValueError, match="Error parsing"):   # room left: its own error
             _failing_stage(disk, fill=False)
         with pytest.raises(NoSpace) as caught:
@@ -326,7 +298,7 @@ def test_a_run_with_report_html_a_folder_names_it(project):
 @pytest.mark.runs
 @pytest.mark.parametrize("size", ["300k", "2m"])
 def test_a_run_on_a_full_disk_says_so_and_leaves_nothing_half_written(project, size):
-    with _tmpfs(project / "runs", size):
+    with planted.tmpfs(project / "runs", size):
         child = run_cli("run", write_pipeline(project, pipeline_dict()), "--quiet",
                         cwd=project)
         assert child.returncode == 2, child.stdout + child.stderr

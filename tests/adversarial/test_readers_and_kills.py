@@ -360,7 +360,7 @@ BENCH = ["--json", "--runs", "1000000", "--warmup", "0", "--meter", "none", "--t
     ("segv", "SIGSEGV", "crashed in the runtime (SIGSEGV")])
 def test_a_runner_killed_by_a_signal_is_a_recorded_failure(tmp_path, tiny_onnx, kind,
                                                          signal_name, words):
-    from compress.measure.client import RunnerDied, Unavailable
+    from compress.measure.exits import RunnerDied, Unavailable
     from compress.measure.places import LocalPlace
     place = LocalPlace(str(_wrapper(tmp_path / kind, kind)))
     with pytest.raises(RunnerDied) as died:
@@ -377,7 +377,8 @@ def test_a_runner_killed_by_a_signal_is_a_recorded_failure(tmp_path, tiny_onnx, 
           "device), else the benchmark timeout's last resort"),
     (139, "crashed in the runtime (SIGSEGV)"), (134, "aborted in the runtime (SIGABRT")])
 def test_a_device_reports_a_signal_with_the_same_rule(status, said):
-    from compress.measure.client import RunnerDied, _raise_for_remote_status
+    from compress.measure.client import _raise_for_remote_status
+    from compress.measure.exits import RunnerDied
     host = SimpleNamespace(name="rpi4", spec=SimpleNamespace(ssh=SimpleNamespace(
         address="pi@board")))
     with pytest.raises(RunnerDied, match="target rpi4 \\(pi@board\\): the runner ") as died:

@@ -1,5 +1,6 @@
 """The rules that pick what to ship (compress.report.decide): feasibility, ranking, ties, the
 closest miss and the Pareto front, on verdicts as profiles.check writes them."""
+from compress.measure.noise import TIE_RATIO
 from compress.report import decide
 from compress.report.decide import Variant
 
@@ -37,7 +38,7 @@ def test_a_tie_within_the_noise_goes_to_the_smaller_file_then_the_smaller_drop()
     b = _variant("b", 4.05, 3.0, drop=0.004)       # 1.25 % slower: a tie
     c = _variant("c", 4.05, 3.0, drop=0.002)
     assert decide.recommend("rpi4", [a, b, c])["artifact"] == "c"
-    d = _variant("d", 4.0 * (1 + decide.TIE_RATIO) * 1.01, 1.0)   # just past the tie
+    d = _variant("d", 4.0 * (1 + TIE_RATIO) * 1.01, 1.0)   # just past the tie
     assert decide.recommend("rpi4", [a, d])["artifact"] == "a"
 
 

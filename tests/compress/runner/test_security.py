@@ -6,26 +6,12 @@ from __future__ import annotations
 import json
 import stat
 import sys
-import textwrap
 
 import pytest
 
 from tests.compress.measure.test_power_pipeline import FAKE_METER
+from tests.compress.runner.test_validate_and_cli import TRAP
 from tests.conftest import pipeline_dict, run_cli, write_pipeline
-
-TRAP = textwrap.dedent("""\
-    import pathlib
-    pathlib.Path(__file__).with_name("RAN-" + __name__).write_text("imported")
-
-    def build():
-        pathlib.Path(__file__).with_name("RAN-build").write_text("called")
-
-    def load():
-        pathlib.Path(__file__).with_name("RAN-load").write_text("called")
-
-    def score(predictions, references):
-        return 1.0
-    """)
 
 
 def test_validate_never_imports_or_runs_user_code(project):

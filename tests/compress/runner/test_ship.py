@@ -180,6 +180,14 @@ def test_the_recommendation_is_typed(run_dir):
         recommendation(report, run_dir, "nope")
 
 
+def test_the_recommendation_reads_only_keys_the_decision_writes():
+    import dataclasses
+    from compress.report.decide import _empty
+    from compress.runner.recommendation import Recommendation
+    written = {"target", "status", "why", "closest_miss", *_empty()}
+    assert {f.name for f in dataclasses.fields(Recommendation)} <= written
+
+
 def test_ship_all_puts_each_gated_target_in_its_folder(run_dir, tmp_path):
     said: list[str] = []
     shipped = ship_all(load_report(run_dir / "report.json"), run_dir / "report.json",

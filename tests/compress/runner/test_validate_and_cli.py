@@ -22,7 +22,7 @@ from runtimes.suggest import closest
 from tests.conftest import pipeline_dict, run_cli, write_pipeline
 
 # a module that leaves a file behind when it is imported, and one more for each function
-# called: validate must leave none
+# called: validate must leave none (test_security.py names its functions too)
 TRAP = textwrap.dedent("""\
     import pathlib
     pathlib.Path(__file__).with_name("RAN-" + __name__).write_text("imported")
@@ -32,6 +32,9 @@ TRAP = textwrap.dedent("""\
 
     def calibration():
         pathlib.Path(__file__).with_name("RAN-calibration").write_text("called")
+
+    def load():
+        pathlib.Path(__file__).with_name("RAN-load").write_text("called")
 
     def score(predictions, references):
         return 1.0
