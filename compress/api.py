@@ -48,7 +48,8 @@ def run(pipeline: Union[str, Path, Pipeline, dict], *, force: bool = False,
     `executor` (local or ray) replaces the pipeline's executor type, its other settings
     kept when the type is the same.
 
-    Returns a Result with `artifacts`, `benchmarks`, `verdicts`, `passed` and `run_dir`.
+    Returns a Result with `artifacts`, `benchmarks`, `verdicts`, `passed` (every gated
+    target has something to ship; `strict`: shippable, not a candidate) and `run_dir`.
     Raises a CompressError subclass for bad input (ConfigError, DataError, ModelError, ...);
     a full disk (an OSError ENOSPC or EDQUOT) as NoSpace.
     """

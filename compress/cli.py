@@ -41,9 +41,9 @@ def _parser() -> argparse.ArgumentParser:
                      "target, the verdicts counted); every other line goes to stderr")
     run.add_argument("--force", action="store_true", help="redo stages even if cached")
     run.add_argument("--strict", action="store_true",
-                     help="unmeasured and off-target verdicts count as failures (no-meter, "
-                     "an energy budget a profile waives on a machine without a meter, "
-                     "does not)")
+                     help="pass only when every gated target has a shippable variant (met "
+                     "every budget measured on the device); a candidate, measured off the "
+                     "device or with a budget unmeasured, does not count")
     run.add_argument("--quiet", action="store_true", help="no progress display")
     run.add_argument("--name", help="name of the run (its folder under the output folder); "
                      "default: the pipeline's `name`")
@@ -106,17 +106,12 @@ def _say(line: str, file=None) -> None:
 
 
 def _print_summary(result) -> None:
-    """Each variant's fit per target, then what to ship per target, with its numbers."""
-    for row in result.report["fits"]:
-        label = row["artifact"] + (" (baseline)" if row["baseline"] else "")
-        _say(f"{row['target']:<18} {label:<28} {row['fits']}")
-    for target, reasons in result.report.get("unmeasured_reasons", {}).items():
-        for budget, reason in reasons.items():   # once per target, not once per row
-            _say(f"{target:<18} {budget} unmeasured: {reason}")
-    for rec in result.report.get("recommendations", ()):
-        _say(rec["summary"])
-    status = "PASSED" if result.passed else "FAILED"
-    _say(f"{status}: report at {result.run_dir.resolve() / 'report.md'} (json: report.json)")
+    """What a run ends with: misses, what was not measured, one line per target, the
+    verdict (compress.report.terminal)."""
+    from compress.report.terminal import closing_lines
+    for line in closing_lines(result.report, result.passed,
+                              str(result.run_dir.resolve() / "report.md")):
+        _say(line)
 
 
 def _cmd_validate(args) -> int:

@@ -21,6 +21,13 @@ NO_METER_REASON = ("the budget applies where a meter is (RAPL, an external meter
                    "docs/reference.md, Power and energy)")
 
 
+def meter_headline(note: Optional[str]) -> str:
+    """A benchmark's energy note without its details: "no power meter on this host (ina3221:
+    ...; rapl: ...)" is said in full once per machine (report.md, where each target was
+    measured); a verdict, a fits row and the terminal carry only what comes before " ("."""
+    return (note or "no power meter").split(" (", 1)[0]
+
+
 @dataclass(frozen=True)
 class Verdict:
     artifact: str
@@ -154,13 +161,13 @@ def _unmeasured(key: str, m: dict, profile: Profile) -> tuple[str, str]:
     """The status and reason of a budget with no number."""
     # no `power` record: no meter was found (a meter that gave nothing stays unmeasured)
     if key in METERED and not profile.power.required and not m.get("power"):
-        return NO_METER, f"{m.get('energy_note') or 'no power meter'}; {NO_METER_REASON}"
+        return NO_METER, f"{meter_headline(m.get('energy_note'))}; {NO_METER_REASON}"
     return UNMEASURED, _unmeasured_reason(key, m)
 
 
 def _unmeasured_reason(key: str, m: dict) -> str:
     if key in METERED:
-        return m.get("energy_note") or "no power meter"
+        return meter_headline(m.get("energy_note"))
     return _NO_NUMBER.get(key, "not measured")
 
 

@@ -160,7 +160,8 @@ def quickstart_run(tmp_path_factory, digits_checkpoint):
 # The test modules that read the one quickstart run: one unit of work for pytest-xdist's
 # loadscope, so that the run (~20 s) is made by one worker, not by each.
 QUICKSTART_RUN_READERS = ("tests/compress/runner/test_pipeline.py",
-                          "tests/compress/report/test_report_html.py")
+                          "tests/compress/report/test_report_html.py",
+                          "tests/compress/report/test_terminal_lines.py")
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, absent without it

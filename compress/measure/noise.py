@@ -112,11 +112,20 @@ def measure_close(state, measure_round, first_extra: int, note) -> None:
                                          if state.ctx.fleets[state.jobs[i].target].size == 1})
         if not again:
             return
-        names = ", ".join(sorted({f"{state.jobs[i].artifact.id} on {state.jobs[i].target}"
-                                  for i in again}))
-        note(f"{names}: p90s too close for their rounds' spread (over {TOO_WIDE:.0%}): "
-             f"one more round ({extra + 1} of at most {EXTRA_ROUNDS})")
+        note(f"timing again {_named(state.jobs, again)}: p90s too close to rank, rounds "
+             f"varying over {TOO_WIDE:.0%} (extra round {extra + 1} of at most {EXTRA_ROUNDS})")
         measure_round(first_extra + extra, again)
+
+
+def _named(jobs: list, indices: list[int]) -> str:
+    """The variants timed again, per target ("a, b on host-cpu; c on rpi4"); past three,
+    their count: the line stays one line."""
+    pairs = sorted({(jobs[i].target, jobs[i].artifact.id) for i in indices})
+    if len(pairs) > 3:
+        return f"{len(pairs)} variant/target pairs"
+    targets = sorted({target for target, _ in pairs})
+    return "; ".join(", ".join(a for t, a in pairs if t == target) + f" on {target}"
+                     for target in targets)
 
 
 def _how(rec: dict) -> tuple[str, str, str]:

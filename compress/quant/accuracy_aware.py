@@ -55,8 +55,8 @@ def search(quantize: Callable[[tuple[str, ...], Path], dict], evaluate: Callable
                   "sensitivity": [], "tried": [{"float_layers": 0, "drop": full.drop}]}
         best = full
         if full.drop > max_drop and layers:
-            note(f"drop {full.drop:.4f} is over max_drop {max_drop}: measuring the "
-                 f"sensitivity of {len(layers)} layers")
+            note(f"accuracy drop {full.drop:.4f} is over max_drop {max_drop}: trying each of "
+                 f"{len(layers)} layers in float to find the ones that cost most")
             for layer in layers:
                 one = attempt((layer,))
                 report["sensitivity"].append({"layer": layer, "metric_without_it": one.metric,

@@ -63,7 +63,7 @@ def int8_static(ctx, artifact, config, target: Path) -> dict:
 
 def _calibrate_default(graph, example, batches, ctx):
     from neural_compressor.torch.quantization import convert, get_default_static_config, prepare
-    with ctx.progress.task(f"neural-compressor PT2E calibration ({len(batches)} samples)",
+    with ctx.progress.task(f"neural-compressor: calibrating ({len(batches)} samples)",
                            len(batches)) as advance:
         prepared = prepare(graph, get_default_static_config(), example_inputs=example)
         for batch in batches:
@@ -92,7 +92,8 @@ def _autotune(graph, example, batches, config, ctx):
 
     tuning = TuningConfig(config_set=[StaticQuantConfig.get_config_set_for_tuning()],
                           tolerable_loss=config.max_drop / max(baseline, 1e-12))
-    with ctx.progress.task(f"neural-compressor autotune (max_drop {config.max_drop})", None):
+    with ctx.progress.task(f"neural-compressor: trying its int8 settings until the accuracy "
+                           f"drop fits max_drop {config.max_drop}", None):
         quantized = autotune(graph, tuning, eval_fn=evaluate, run_fn=calibrate,
                              example_inputs=example)
     final = torch_metric(quantized, ctx)["value"]
@@ -101,7 +102,7 @@ def _autotune(graph, example, batches, config, ctx):
               "trials": max(len(scores) - 1, 0), "trial_metrics": scores[1:]}
     if not report["budget_met"]:
         ctx.progress.note(f"max_drop {config.max_drop} not reached by neural-compressor's "
-                          f"autotune: keeping its best model (drop {baseline - final:.4f})")
+                          f"tuning: keeping its best model (accuracy drop {baseline - final:.4f})")
     return quantized, report
 
 

@@ -23,9 +23,18 @@ def opset_for(source: Path, config, ctx) -> tuple[Path, Optional[dict]]:
         return source, None
     target = ctx.out_dir / "upgraded.onnx"
     save_onnx(model, target)
-    ctx.progress.note(f"opset {record['from']} -> {record['to']} with onnx's version converter "
-                      f"(per-channel QDQ needs {minimum})")
+    ctx.progress.note(f"{config.scheme}: ONNX opset {record['from']} raised to {record['to']} "
+                      f"with onnx's version converter: {_needing(config)} needs opset {minimum}")
     return target, record
+
+
+def _needing(config) -> str:
+    """The settings that set the least opset (needed_opset), in the stage's words."""
+    sixteen = [f"{name} {kind}" for name, kind in (("activations", config.activations),
+                                                   ("weights", config.weights)) if "16" in kind]
+    if sixteen:
+        return " and ".join(sixteen)
+    return "per_channel" if config.per_channel else "the int8 graph"
 
 
 def static_shapes(source: Path, config, ctx) -> tuple[Path, dict]:

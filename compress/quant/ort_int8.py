@@ -54,13 +54,14 @@ def _preprocess(source: Path, target: Path, ctx) -> Path:
         quant_pre_process(str(source), str(target), skip_symbolic_shape=True)
     except Exception as exc:  # noqa: BLE001
         before = f"{failed}; " if failed else ""
-        ctx.progress.note(f"quant_pre_process failed ({before}without symbolic shapes: "
-                          f"{type(exc).__name__}); quantizing the model as exported")
+        ctx.progress.note(f"onnxruntime's pre-processing for quantization (quant_pre_process) "
+                          f"failed ({before}without symbolic shapes: {type(exc).__name__}); "
+                          "quantizing the model as exported")
         target.unlink(missing_ok=True)
         return source
     if failed:
-        ctx.progress.note(f"quant_pre_process: symbolic shape inference failed ({failed}); "
-                          "pre-processed without it")
+        ctx.progress.note(f"onnxruntime's symbolic shape inference failed ({failed}); "
+                          "pre-processed for quantization with ONNX's own shape inference")
     return target
 
 
@@ -155,7 +156,7 @@ def run_quantize_static(given: StaticInputs, config, ctx) -> None:
     extra, more = _static_options(source, config, act, weight, excluded)
     calibrated = cache.is_file()
     task = (contextlib.nullcontext(lambda *a, **k: None) if calibrated else
-            ctx.progress.task(f"calibrating ({config.calibration}, {len(feeds)} feeds)",
+            ctx.progress.task(f"calibrating ({config.calibration}, {len(feeds)} samples)",
                               len(feeds)))
     with task as advance:
         # with a cache file that exists, quantize_static reads the ranges and ignores the

@@ -100,8 +100,8 @@ def repair(path, progress) -> list[str]:
     rewired = rewire(model)
     onnx.save(model, str(path))
     if rewired:
-        progress.note(f"int8-static: {len(rewired)} tensor(s) read inside If/Loop/Scan "
-                      f"bodies ({', '.join(rewired[:3])}) now read there as the main graph "
-                      "reads them, through their DequantizeLinear (quantize_static rewires "
-                      "the main graph's readers only)")
+        progress.note(f"int8-static: {len(rewired)} quantized tensor(s) also used inside "
+                      f"If/Loop/Scan subgraphs ({', '.join(rewired[:3])}): these now read "
+                      "them dequantized, as the main graph does (onnxruntime's quantizer "
+                      "rewires the main graph only)")
     return rewired

@@ -61,9 +61,10 @@ def streamed_header(source: Path, config, note) -> Header | None:
     reason = _unsupported(config)
     if reason:
         note(f"{size}: {reason} needs onnxruntime's in-memory quantizer, which holds the "
-             "model 3 to 6 times over (docs/memory.md)")
+             "model in memory 3 to 6 times over (docs/memory.md)")
         return None
-    note(f"{size}: quantizing tensor by tensor (MatMul/Gemm weights; other ops stay float)")
+    note(f"{size}: quantizing one tensor at a time to save memory (MatMul/Gemm weights; "
+         "other ops stay float)")
     return header
 
 

@@ -250,7 +250,7 @@ def static(build, config, ctx, excluded: set, folder, ranges: dict) -> dict:
     wanted = sorted({source or name for name, source in activations.items()} - set(ranges))
     if wanted:
         from compress.quant.streamed_calibration import FloatGraph, calibrate
-        with ctx.progress.task(f"calibrating ({config.calibration}, {len(feeds)} feeds)",
+        with ctx.progress.task(f"calibrating ({config.calibration}, {len(feeds)} samples)",
                                len(feeds)) as advance:
             ranges.update(calibrate(FloatGraph(float_model, build.header.spans), wanted, feeds,
                                     config, folder, advance).items())

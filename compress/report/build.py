@@ -9,7 +9,7 @@ from compress.core.safe_files import expect, write_set
 from compress.report.gains import gains
 from compress.report.md import render_markdown
 from compress.report.notes import mark_noisy, unmeasured_reasons
-from profiles import NO_METER
+from profiles import AT_LEAST, NO_METER
 from profiles.check import DID_NOT_RUN
 
 __all__ = ["Judged", "Measured", "build_report", "render_markdown", "write_reports"]
@@ -37,14 +37,23 @@ class Judged:
     strict: bool
 
 
+def _missed(verdict) -> str:
+    """'accuracy_drop (0.0156 over 0.01)': a missed budget with its value and limit, a
+    minimum (decode tokens/s) said to be missed from under it."""
+    if verdict.value is None:   # its runner did not run there: the reason is said apart
+        return verdict.metric
+    side = "under" if verdict.metric in AT_LEAST else "over"
+    return f"{verdict.metric} ({verdict.value:.4g} {side} {verdict.budget:g})"
+
+
 def _fits(verdicts, benchmarks: list[dict]) -> list[dict]:
     rows = []
     for bench in benchmarks:
         mine = [v for v in verdicts if v.artifact == bench["artifact"] and v.target == bench["target"]]
         statuses = {v.status for v in mine}
-        failed = [v.metric for v in mine if v.status == "fail"]
+        failed = [v for v in mine if v.status == "fail"]
         if failed:
-            answer = "no: over budget on " + ", ".join(failed)
+            answer = "no: over budget on " + ", ".join(map(_missed, failed))
         elif "off-target" in statuses:
             answer = "unknown: measured off the device (" + next(
                 v.reason for v in mine if v.status == "off-target") + ")"

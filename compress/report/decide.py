@@ -29,6 +29,7 @@ from compress.report import ties
 from profiles import AT_LEAST, NO_METER, PASS, UNITS
 
 SHIP, CANDIDATE, NOTHING_FITS, UNMEASURED = "ship", "candidate", "nothing fits", "unmeasured"
+UNJUDGED = "not judged"   # no verdict at all on the target: no benchmark stage asked
 
 
 @dataclass(frozen=True)
@@ -167,11 +168,14 @@ def recommend(target: str, variants: list[Variant]) -> dict:
     mine = [v for v in variants if v.target == target]
     feasible = [v for v in mine if v.feasible]
     base = {"target": target, "closest_miss": None}
+    if not mine:
+        return {**base, **_empty(), "status": UNJUDGED,
+                "why": "nothing was judged on this target (the pipeline has no benchmark)"}
     if not feasible:
         status = NOTHING_FITS if any(v.failed() for v in mine) else UNMEASURED
         return {**base, **_empty(), "status": status, "closest_miss": closest_miss(mine),
                 "why": ("no variant meets every budget" if status == NOTHING_FITS else
-                        "no variant was measured on this target")}
+                        "no variant was measured on this target" + _unmeasured_why(mine))}
     noise = ties.engine_noise([v for v in variants if v.latency_p90_ms is not None])
     ranked, tied = ties.rank(feasible, noise)
     winner = ranked[0]
@@ -190,6 +194,13 @@ def recommend(target: str, variants: list[Variant]) -> dict:
                                  if v["status"] == "unmeasured"),
             "language_model": winner.language_model,
             "feeding": winner.files.get("feeding")}
+
+
+def _unmeasured_why(variants: list[Variant]) -> str:
+    """Why a target's latency has no number (its accelerator not here, ...), once."""
+    reasons = [v["reason"] for x in variants for v in x.verdicts
+               if v["metric"] in ("latency_p90_ms", "decode_tokens_per_s") and v["reason"]]
+    return f": {reasons[0]}" if reasons else ""
 
 
 def _empty() -> dict:
@@ -260,8 +271,8 @@ def _misses(miss: dict) -> str:
 def summary(rec: dict, limits: dict, shown_path: Optional[str] = None) -> str:
     """The recommendation in one sentence, with its numbers and where they come from."""
     target = rec["target"]
-    if rec["status"] == UNMEASURED:
-        return f"{target}: no variant was measured on this target"
+    if rec["status"] in (UNMEASURED, UNJUDGED):
+        return f"{target}: {rec['why']}"
     if rec["status"] == NOTHING_FITS:
         miss = rec["closest_miss"]
         return f"{target}: nothing fits; closest: {miss['artifact']} ({_misses(miss)})"

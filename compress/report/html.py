@@ -7,19 +7,19 @@ users and from the tools the pipeline ran.
 from __future__ import annotations
 
 import itertools
+import re
 
-from compress.report import decide
-from compress.report.html_parts import (Html as _Html, escape, script_text, table as _table,
-                                        text as _text)
-from compress.report.html_quality import quality_section
 from compress.core.lazy import require
+from compress.report.html_parts import (escape, machine_of, recommendation_card, script_text,
+                                        table as _table)
+from compress.report.html_quality import quality_section
 from compress.report.notes import hottest, how_measured, machine_text
+from compress.report.words import GLOSSARY
+from profiles.check import meter_headline
 from runtimes.safe_text import safe_text
 
 _PURPOSE = "the HTML report (report.html)"
 _CHART_CONFIG = {"displaylogo": False, "responsive": True}
-_STATUS_CLASS = {decide.SHIP: "good", decide.CANDIDATE: "maybe", decide.NOTHING_FITS: "bad",
-                 decide.UNMEASURED: "none"}
 _CSS = """
 body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;margin:0 auto;
   max-width:1240px;padding:16px 24px;color:#222;background:#fff}
@@ -35,6 +35,8 @@ th,td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
 th{background:#f3f3f3}td.num{text-align:right;font-variant-numeric:tabular-nums}
 figure{margin:8px 0 20px}figcaption{color:#555;font-size:.9em}
 code{overflow-wrap:anywhere}details summary{cursor:pointer}
+.terms dl{display:grid;grid-template-columns:max-content 1fr;gap:2px 10px;font-size:.9em}
+.terms dt{font-weight:600}.terms dd{margin:0;color:#444}.footer{color:#555;font-size:.85em}
 """
 
 
@@ -50,66 +52,12 @@ def _header(report: dict) -> str:
             "Every number here is in report.json beside this page; report.md has the tables.</p>")
 
 
-def _feeding(feeding: dict | None) -> str:
-    if not feeding:
-        return "—"
-    shape = "x".join(str(d) for d in feeding.get("shape") or [])
-    parts = [feeding.get("name"), feeding.get("layout"), feeding.get("dtype"), shape or None]
-    text = " ".join(str(p) for p in parts if p)
-    if feeding.get("scale") is not None:
-        text += f", input scale {feeding['scale']:.6g} zero point {feeding.get('zero_point')}"
-    return text
-
-
-def _closest_miss(miss: dict | None) -> str:
-    if not miss:
-        return "—"
-    return f"{miss['artifact']}: " + "; ".join(_one_miss(m) for m in miss["misses"])
-
-
-def _one_miss(m: dict) -> str:
-    if m["value"] is None:   # no number: the variant did not run (its runner was killed)
-        return f"{m['budget']}: {m.get('reason') or 'not measured'}"
-    return (f"{m['budget']} {_text(m['value'])} {decide.miss_side(m)} the limit {m['limit']:g} "
-            f"by {_text(m['over_by'])}"
-            + (f" ({m['over_by_ratio']:+.1%})" if m["over_by_ratio"] is not None else ""))
-
-
-def _recommendation_card(rec: dict) -> str:
-    status = rec.get("status") or "unmeasured"
-    css = _STATUS_CLASS.get(status, "none")
-    variant = ", ".join(str(rec[k]) for k in ("engine", "format", "precision") if rec.get(k))
-    items = [("variant", f"{rec.get('artifact') or '—'}" + (f" ({variant})" if variant else "")),
-             ("path", rec.get("path") or "—"), ("why", rec.get("why") or "—"),
-             ("p90", f"{_text(rec.get('latency_p90_ms'))} ms"),
-             ("peak memory", f"{_text(rec.get('peak_memory_mb'))} MB"),
-             ("size", f"{_text(rec.get('model_size_mb'))} MB"),
-             ("metric", _metric_text(rec)), ("feeding", _feeding(rec.get("feeding")))]
-    if rec.get("off_target_reason"):
-        items.append(("measured", f"off the device: {rec['off_target_reason']}"))
-    if rec.get("unmeasured"):
-        items.append(("unmeasured", ", ".join(rec["unmeasured"])))
-    if status == "nothing fits" or rec.get("closest_miss"):
-        items.append(("closest miss", _closest_miss(rec.get("closest_miss"))))
-    rows = "".join(f"<dt>{escape(k)}</dt><dd>{escape(v)}</dd>" for k, v in items)
-    return (f'<div class="card"><h3>{escape(rec.get("target", "?"))} '
-            f'<span class="badge {css}">{escape(status)}</span></h3>'
-            f"<p>{escape(rec.get('summary') or '')}</p><dl>{rows}</dl></div>")
-
-
-def _metric_text(rec: dict) -> str:
-    metric = rec.get("metric")
-    if not metric:
-        return "—"
-    drop = f", drop {_text(rec['drop'])}" if rec.get("drop") is not None else ""
-    return f"{metric['name']} {_text(metric['value'])}{drop}"
-
-
 def _recommendations(report: dict) -> str:
     recs = report.get("recommendations")
     if recs is None:
         return "<h2>Recommendations</h2><p>No recommendation in this report.</p>"
-    cards = "".join(_recommendation_card(r) for r in recs) or "<p>No target to recommend for.</p>"
+    cards = "".join(recommendation_card(r, report) for r in recs) or \
+        "<p>No target to recommend for.</p>"
     return f'<h2>Recommendations</h2><div class="cards">{cards}</div>'
 
 
@@ -154,13 +102,23 @@ def _placement(report: dict) -> str:
         + "<p>FLOPs are estimated from the tensor shapes.</p>")
 
 
-def _energy(bench: dict) -> _Html:
+def _energy(bench: dict) -> str:
     power = bench.get("power")
     if bench.get("energy_mj") is not None:
         meter = f" (meter {power.get('meter')}: {power.get('detail')})" if power else ""
-        return _Html(escape(f"{bench['energy_mj']:.4g} mJ{meter}"))
-    note = bench.get("energy_note") or "no power meter"
-    return _Html(f"<details><summary>unmeasured</summary>{escape(note)}</details>")
+        return f"{bench['energy_mj']:.4g} mJ{meter}"
+    return meter_headline(bench.get("energy_note"))
+
+
+def _meters(report: dict) -> str:
+    """Why energy has no number, in full (every meter looked for and why it was not
+    there), once per machine: each row above carries only its first words."""
+    notes = {}
+    for bench in report["benchmarks"]:
+        note = bench.get("energy_note")
+        if bench.get("energy_mj") is None and note and note != meter_headline(note):
+            notes.setdefault((machine_of(bench), note), None)
+    return "".join(f"<p>Energy on {escape(where)}: {escape(note)}</p>" for where, note in notes)
 
 
 def _where_measured(report: dict) -> str:
@@ -171,7 +129,8 @@ def _where_measured(report: dict) -> str:
     warnings = [escape(w) for w in report.get("cleanup_warnings") or []]
     return ("<h2>Where each number was measured</h2>" + _table(
         ["target", "artifact", "engine", "machine", "how", "emulated", "energy", "load ms",
-         "first run ms"], rows) + "".join(f"<p>warning: {w}</p>" for w in warnings))
+         "first run ms"], rows) + _meters(report)
+        + "".join(f"<p>warning: {w}</p>" for w in warnings))
 
 
 def _conditions(report: dict) -> str:
@@ -208,18 +167,42 @@ def _search(report: dict) -> str:
             + "</p>" + _table(["trial", "params", "state", "error", "seconds"], rows))
 
 
+def _terms(body: str) -> str:
+    """The glossary's terms that the page uses, each with its meaning."""
+    used = [(term, meaning) for term, meaning in GLOSSARY
+            if re.search(rf"(?<![\w-]){re.escape(term)}(?![\w-])", body, re.IGNORECASE)]
+    # backticks mark a config key in the glossary (report.md's code spans)
+    rows = "".join(f"<dt>{escape(term)}</dt><dd>"
+                   + re.sub(r"`([^`]*)`", r"<code>\1</code>", escape(meaning)) + "</dd>"
+                   for term, meaning in used)
+    return f'<div class="terms"><h2>Terms</h2><dl>{rows}</dl></div>' if rows else ""
+
+
+def _footer(page_bytes: int, plotly_bytes: int, version: str) -> str:
+    return (f'<p class="footer">report.html: {page_bytes / 1e6:.3g} MB, of which plotly.js v'
+            f"{escape(version)} {plotly_bytes / 1e6:.3g} MB, inlined once so the page opens "
+            "offline.</p>")
+
+
 def render_html(report: dict) -> str:
     """The whole page; raises MissingDependency when plotly is not installed."""
     go = require("plotly.graph_objects", _PURPOSE)
-    plotly_js = script_text(require("plotly.offline", _PURPOSE).get_plotlyjs())
+    offline = require("plotly.offline", _PURPOSE)
+    plotly_js = script_text(offline.get_plotlyjs())
     name = (report.get("pipeline") or {}).get("name", "pipeline")
     body = [_header(report), _recommendations(report), _charts(go, report),
             _placement(report), quality_section(report), _where_measured(report),
             _conditions(report), _search(report)]
-    return ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+    body.insert(1, _terms("\n".join(body)))
+    page = ("<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{escape(name)}: compression report</title><style>{_CSS}</style>"
             f"<script>{plotly_js}</script></head>\n<body>\n"
             # every part escapes its fields (html_parts.escape); this pass covers what
             # plotly writes itself, the charts' data: its orjson engine, where installed,
             # leaves a C1 or bidi character raw in a JSON string
-            + safe_text("\n".join(part for part in body if part)) + "\n</body></html>\n")
+            + safe_text("\n".join(part for part in body if part)) + "\n")
+    end, js_bytes = "</body></html>\n", len(plotly_js.encode())
+    # the footer counts itself: its length hardly changes with the number it shows
+    guess = _footer(len(page.encode()), js_bytes, offline.get_plotlyjs_version())
+    size = len(page.encode()) + len(guess.encode()) + len(end)
+    return page + _footer(size, js_bytes, offline.get_plotlyjs_version()) + end

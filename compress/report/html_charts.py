@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
-from compress.report.html_parts import escape
+from compress.report.html_parts import budgets_of, escape
 
 PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
            "#7f7f7f", "#bcbd22", "#17becf")
@@ -18,6 +19,11 @@ PALETTE = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e
 # scale: a 0.03 MB model under a 50 MB budget would otherwise be a bar one pixel high.
 LOG_RATIO = 20
 _HEIGHT = 420
+# the parts of plotly_white that bar and scatter charts use: the whole template (polar,
+# geo and 3-D scenes, colour scales, 7 kB) would be written into every figure's data
+_CARTESIAN = ("autotypenumbers", "colorway", "font", "hovermode", "hoverlabel",
+              "paper_bgcolor", "plot_bgcolor", "xaxis", "yaxis", "shapedefaults",
+              "annotationdefaults", "title")
 
 
 @dataclass(frozen=True)
@@ -26,17 +32,6 @@ class Chart:
     title: str
     figure: object
     note: str = ""
-
-
-def budgets_of(report: dict) -> dict[str, dict[str, float]]:
-    """The budget per target: report["budgets"] where present, else (reports written
-    before that key) the limits its verdicts were checked against."""
-    found: dict[str, dict[str, float]] = {}
-    for verdict in report.get("verdicts", []):
-        found.setdefault(verdict["target"], {})[verdict["metric"]] = verdict["budget"]
-    for target, limits in (report.get("budgets") or {}).items():
-        found[target] = {**found.get(target, {}), **(limits or {})}
-    return found
 
 
 def recommended(report: dict, target: str) -> str | None:
@@ -50,9 +45,18 @@ def _log_scale(values: list[float]) -> bool:
     return len(positive) > 1 and max(positive) / min(positive) > LOG_RATIO
 
 
+@lru_cache(maxsize=1)
+def _template() -> dict:
+    import plotly.io as pio
+    full = pio.templates["plotly_white"].to_plotly_json()
+    return {"layout": {k: v for k, v in full["layout"].items() if k in _CARTESIAN},
+            "data": {k: v for k, v in full["data"].items() if k in ("bar", "scatter")}}
+
+
 def _style(fig, x_title: str, y_title: str, **layout) -> None:
-    fig.update_layout(template="plotly_white", height=_HEIGHT, xaxis_title=x_title,
-                      yaxis_title=y_title, margin={"l": 70, "r": 30, "t": 40, "b": 70},
+    fig.layout.template = _template()   # set, not updated: an update merges into plotly's
+    fig.update_layout(height=_HEIGHT, xaxis_title=x_title, yaxis_title=y_title,
+                      margin={"l": 70, "r": 30, "t": 40, "b": 70},
                       legend={"orientation": "h", "y": 1.02, "yanchor": "bottom", "x": 0},
                       **layout)
 
@@ -117,8 +121,11 @@ def _mark_choices(go, fig, report: dict, target: str, points: dict) -> None:
                                                            "color": PALETTE[1], "line": {"width": 2}}))
     best = recommended(report, target)
     if best in points:
-        fig.add_trace(_points_trace(go, [points[best]], "recommended", {
-            "symbol": "star", "size": 22, "color": "#f2b701", "line": {"width": 1, "color": "#333"}}))
+        # drawn over its point, whose hover text it would only repeat
+        fig.add_trace(go.Scatter(x=[points[best][0]], y=[points[best][1]], mode="markers",
+                                 name="recommended", hoverinfo="skip", marker={
+                                     "symbol": "star", "size": 22, "color": "#f2b701",
+                                     "line": {"width": 1, "color": "#333"}}))
 
 
 def target_scatter(go, report: dict, target: str, budgets: dict) -> Chart:

@@ -3,35 +3,54 @@ reasons, errors, paths) goes through md(), so none can break a table or format t
 from __future__ import annotations
 
 from compress.report.mdtext import fmt, md
-from compress.report.recommend_md import recommendation_lines
+from compress.report.recommend_md import (glossary_lines, recommendation_lines,
+                                          search_lines, verdict_sentence)
 from compress.report.md_tables import (artifact_table, benchmark_table, model_table,
                                        judge_lines, placement_table,
                                        quantization_details)
 from compress.report.fleet import fleet_lines
 from compress.report.md_floor import floor_details
 from compress.report.md_lm import is_language_model, lm_benchmark_table, mix_details
-from compress.report.notes import (NO_NUMBER, hottest, how_measured, machine_text,
-                                   reason_groups)
+from compress.report.notes import (NO_NUMBER, footnote_groups, hottest, how_measured,
+                                   machine_text)
 from profiles import NO_METER, UNITS
 from runtimes.safe_text import safe_text
 
 NOTE = "†"   # marks a row whose budgets without a number are explained under the table
 NOISY_ADVICE = "close other programs or raise benchmark.runs/rounds"
+MEASURED_ON = "Where each target was measured"
+FITS = "Which variant fits which device"
 
 
 def _noted_pairs(report: dict) -> set:
     return {(v["artifact"], v["target"]) for v in report["verdicts"] if v["status"] in NO_NUMBER}
 
 
+def _footnote(group: dict) -> str:
+    """One line per reason: an energy budget's missing meter once for every target it
+    left without a number, its full note pointed to (said once per machine)."""
+    if not group["metered"]:
+        [part] = group["parts"]
+        what = "not judged (no meter here)" if part["status"] == NO_METER else "unmeasured"
+        return (f"- {NOTE} {md(part['target'])}: {md(', '.join(group['budgets']))} {what} "
+                f"on {_variants(part)}: {md(group['reason'])}")
+    said = []
+    for part in group["parts"]:
+        notes = ["no-meter"] if part["status"] == NO_METER else []
+        notes += [] if part["every"] else [_variants(part)]
+        said.append(f"{'not judged' if part['status'] == NO_METER else 'unmeasured'} on "
+                    f"{md(part['target'])}" + (f" ({'; '.join(notes)})" if notes else ""))
+    return (f"- {NOTE} {md(', '.join(group['budgets']))}: {', '.join(said)}: "
+            f"{md(group['reason'])}; the full note is under \"{MEASURED_ON}\"")
+
+
+def _variants(part: dict) -> str:
+    return "every variant" if part["every"] else ", ".join(md(a) for a in part["artifacts"])
+
+
 def reason_lines(report: dict) -> list[str]:
-    """Why budgets have no number, said once per target (the rows only carry NOTE)."""
-    lines = []
-    for group in reason_groups(report["verdicts"]):
-        what = ("not judged (no meter here)" if group["status"] == NO_METER else "unmeasured")
-        where = ("every variant" if group["every"] else
-                 ", ".join(md(a) for a in group["artifacts"]))
-        lines.append(f"- {NOTE} {md(group['target'])}: {md(', '.join(group['budgets']))} "
-                     f"{what} on {where}: {md(group['reason'])}")
+    """Why budgets have no number, said once (the rows only carry NOTE)."""
+    lines = [_footnote(group) for group in footnote_groups(report["verdicts"])]
     return ["", *lines] if lines else []
 
 
@@ -55,8 +74,7 @@ def _verdict_table(report: dict) -> list[str]:
         lines.append(f"| {md(v['target'])} | {md(v['artifact'])} | {md(v['metric'])} | "
                      f"{v['budget']:g} {unit} | {fmt(v['value'], 4)} | {status} |")
     if _noted_pairs(report):
-        lines += ["", f"{NOTE} Why these have no number is said once per target under "
-                  "\"Which variant fits which device\"."]
+        lines += ["", f"{NOTE} Why these have no number is said once, under \"{FITS}\"."]
     return lines
 
 
@@ -78,34 +96,63 @@ def _conditions_summary(conditions: dict | None) -> str:
                      "(inferred)")
     if conditions.get("cpu_affinity"):
         parts.append(f"on CPUs {md(conditions['cpu_affinity'])}")
-    return f"; {', '.join(parts)}" if parts else ""
+    return ", ".join(parts)
 
 
-def _target_line(b: dict) -> str:
-    machine = machine_text(b["measured_on"], md)
+def _meter_text(b: dict) -> str:
+    """The power meter that measured, or why none did: the benchmark's full energy note,
+    which nothing else in the report repeats."""
     power = b.get("power")
-    rate = (f", {power['sample_rate_hz']:.1f} samples/s" if power and
-            power.get("sample_rate_hz") else "")
-    meter = (f"power meter {md(power['meter'])} ({md(power['detail'])}{rate})" if power else
-             f"energy unmeasured: {md(b.get('energy_note') or 'no power meter')}")
-    emulated = (f" **Emulated ({md(b['emulated'])}): timings are not the device's and are "
-                "never checked against its budget.**" if b.get("emulated") else "")
-    return (f"- **{md(b['target'])}**: {machine}, {how_measured(b.get('remote'), md)}; {meter}"
-            f"{_conditions_summary(b.get('conditions'))}.{emulated}")
+    if not power:
+        return f"energy unmeasured: {md(b.get('energy_note') or 'no power meter')}"
+    rate = f", {power['sample_rate_hz']:.1f} samples/s" if power.get("sample_rate_hz") else ""
+    return f"power meter {md(power['meter'])} ({md(power['detail'])}{rate})"
+
+
+def _machines(report: dict) -> list[list[dict]]:
+    """The first benchmark of each target, grouped by the machine that measured it (its
+    description, the host reached, its power meter or why none, emulation): one line
+    says a machine once for every target it measured."""
+    groups: dict[tuple, list[dict]] = {}
+    first: dict[str, dict] = {}
+    for b in report["benchmarks"]:
+        first.setdefault(b["target"], b)
+    for b in first.values():
+        key = (machine_text(b["measured_on"], md), (b.get("remote") or {}).get("host"),
+               _meter_text(b), b.get("emulated"))
+        groups.setdefault(key, []).append(b)
+    return list(groups.values())
+
+
+def _each(group: list[dict], text_of) -> str:
+    """What the targets of a group say: once where all say the same, else per target."""
+    texts = [text_of(b) for b in group]
+    if len(set(texts)) == 1:
+        return texts[0]
+    return "; ".join(f"{md(b['target'])}: {text}" for b, text in zip(group, texts) if text)
+
+
+def _machine_line(group: list[dict]) -> str:
+    first = group[0]
+    conditions = _each(group, lambda b: _conditions_summary(b.get("conditions")))
+    emulated = (f" **Emulated ({md(first['emulated'])}): timings are not the device's and "
+                "are never checked against its budget.**" if first.get("emulated") else "")
+    return (f"- **{', '.join(md(b['target']) for b in group)}**: "
+            f"{machine_text(first['measured_on'], md)}, "
+            f"{_each(group, lambda b: how_measured(b.get('remote'), md))}; {_meter_text(first)}"
+            f"{'; ' + conditions if conditions else ''}.{emulated}")
 
 
 def _where_measured(report: dict) -> list[str]:
-    """One line per target: which machine measured it, how (SSH costs), power meter, then
-    conditions worth a warning and measurements too noisy to trust."""
-    lines, seen = [], set()
+    """One line per machine and the targets it measured: how (SSH costs), power meter,
+    then conditions worth a warning and measurements too noisy to trust."""
+    lines = []
     measured = [*report["benchmarks"], *(b for b in report.get("engine_baselines") or []
                                          if b.get("latency_ms"))]
-    for b in report["benchmarks"]:
-        if b["target"] in seen:
-            continue
-        seen.add(b["target"])
-        lines.append(_target_line(b))
-        mine = [x for x in measured if x["target"] == b["target"]]
+    for group in _machines(report):
+        lines.append(_machine_line(group))
+        targets = {b["target"] for b in group}
+        mine = [x for x in measured if x["target"] in targets]
         warnings = sorted({w for x in mine
                            for w in ((x.get("conditions") or {}).get("warnings") or [])})
         lines += [f"  - warning: {md(w)}" for w in warnings]
@@ -153,20 +200,24 @@ def render_markdown(report: dict) -> str:
     verdict = "PASSED" if report["passed"] else "FAILED"
     strict = (" (strict: unmeasured and off-target count as failures; no-meter does not)"
               if report["strict"] else "")
-    lines = [f"# {md(report['pipeline']['name'])}: {verdict}", "", *recommendation_lines(report),
-             f"Gated targets: {md(', '.join(report['gated_targets'])) or 'none'}{strict}."
-             " The baseline (the model as given, exported in each engine's format) is measured for "
-             "comparison and is not gated.", "",
-             "## Which variant fits which device", "", *_fits_table(report), "",
-             "## What each stage did to the model", "", *model_table(report), "",
-             "## Artifacts", "", *artifact_table(report), "",
-             *details,
-             "## Where each target was measured", "", *_where_measured(report), "",
-             *fleet_lines(report),
-             *_benchmark_section(report),
-             *placement_table(report),
-             "## Verdicts", "", *judge_lines(report), *_verdict_table(report), "",
-             "## Manifest", "", *_manifest_lines(report)]
+    head = [f"# {md(report['pipeline']['name'])}: {verdict}", "", *verdict_sentence(report),
+            *recommendation_lines(report),
+            f"Gated targets: {md(', '.join(report['gated_targets'])) or 'none'}{strict}."
+            " The baseline (the model as given, exported in each engine's format) is measured "
+            "for comparison and is not gated.", ""]
+    rest = [*search_lines(report.get("search")),
+            f"## {FITS}", "", *_fits_table(report), "",
+            "## What each stage did to the model", "", *model_table(report), "",
+            "## Artifacts", "", *artifact_table(report), "",
+            *details,
+            f"## {MEASURED_ON}", "", *_where_measured(report), "",
+            *fleet_lines(report),
+            *_benchmark_section(report),
+            *placement_table(report),
+            "## Verdicts", "", *judge_lines(report), *_verdict_table(report), "",
+            "## Manifest", "", *_manifest_lines(report)]
+    # the terms explained on the first screen: those the rest of the report uses
+    lines = [*head, *glossary_lines("\n".join(head + rest)), *rest]
     # md() makes each field safe; this pass covers text a table puts in unescaped (a
     # trial's state, a strategy, a hash read back from a report), so that no terminal
     # control code from a report's data reaches whoever runs `cat report.md`

@@ -1,10 +1,12 @@
 """What the report says once instead of on every row: why budgets have no number (per
-target), and which measurements were too noisy to trust. Pure: dicts in, dicts out."""
+target, or across targets where a missing power meter is the reason), and which
+measurements were too noisy to trust. Pure: dicts in, dicts out."""
 from __future__ import annotations
 
 from typing import Optional
 
 from profiles import NO_METER, UNMEASURED
+from profiles.check import METERED, NO_METER_REASON
 
 NO_NUMBER = (UNMEASURED, NO_METER)   # verdict statuses that come with a reason, not a value
 
@@ -65,6 +67,28 @@ def reason_groups(verdicts: list[dict]) -> list[dict]:
     for group in groups.values():
         group["every"] = set(group["artifacts"]) == set(judged[group["target"]])
     return list(groups.values())
+
+
+def _headline(group: dict) -> str:
+    """A metered budget's reason as every target says it: no-meter adds where the budget
+    applies, which its status (and the report's glossary) already says."""
+    return group["reason"].removesuffix(f"; {NO_METER_REASON}")
+
+
+def footnote_groups(verdicts: list[dict]) -> list[dict]:
+    """reason_groups, those of energy and power budgets merged across targets when they
+    give the same reason (one machine without a meter measured several targets):
+    {budgets, reason, metered, parts: the reason_groups merged}, in the verdicts' order.
+    Any other reason stays one per target, as reason_groups gives it."""
+    merged: dict[tuple, dict] = {}
+    for group in reason_groups(verdicts):
+        metered = all(budget in METERED for budget in group["budgets"])
+        reason = _headline(group) if metered else group["reason"]
+        key = ((tuple(group["budgets"]), reason) if metered else
+               (group["target"], group["status"], reason, tuple(group["budgets"])))
+        merged.setdefault(key, {"budgets": group["budgets"], "reason": reason,
+                                "metered": metered, "parts": []})["parts"].append(group)
+    return list(merged.values())
 
 
 def unmeasured_reasons(verdicts: list[dict]) -> dict:

@@ -1,8 +1,9 @@
-"""A run's verdicts, and which of them decide its exit code."""
+"""A run's verdicts, and what decides its exit code: something to ship on every gated
+target (compress.report.decide's recommendations)."""
 from __future__ import annotations
 
-from profiles import (NO_METER, OFF_TARGET, PASS, UNMEASURED, check,
-                      unmeasured_language_verdicts, unmeasured_verdicts)
+from compress.report.decide import CANDIDATE, SHIP, UNJUDGED
+from profiles import check, unmeasured_language_verdicts, unmeasured_verdicts
 from profiles.check import did_not_run_verdicts
 
 from runtimes.lm.formats import NAMES as LANGUAGE_FORMATS   # judged by language_model
@@ -31,14 +32,17 @@ def verdicts_of(benchmarks: list[dict], skipped: list[dict], artifacts, targets)
     return verdicts
 
 
-def gated_verdicts(verdicts, benchmarks: list[dict], gated: set, skipped=()) -> list:
-    """Verdicts that decide the exit code: candidates (not the baseline) on gated targets."""
-    baselines = {b["artifact"] for b in [*benchmarks, *skipped] if b.get("baseline")}
-    return [v for v in verdicts if v.target in gated and v.artifact not in baselines]
+def target_answers(recommendations: list[dict], gated, strict: bool) -> dict[str, bool]:
+    """Per gated target, whether it has something to ship: a variant meeting every budget
+    on the device (ship), or, unless `strict`, one meeting them off the device or with a
+    budget left unmeasured (candidate). A variant that missed a budget is information: it
+    decides nothing while another one ships. A target with no verdict at all (a pipeline
+    without a benchmark stage judges nothing) is left out: nothing was asked of it."""
+    good = (SHIP,) if strict else (SHIP, CANDIDATE)
+    return {r["target"]: r["status"] in good for r in recommendations
+            if r["target"] in gated and r["status"] != UNJUDGED}
 
 
-def passed(verdicts, strict: bool) -> bool:
-    # no-meter: a budget its profile judges only where a meter is (power.required: false);
-    # a failed verdict (a missed budget, a variant that did not run) always fails
-    ok = (PASS, NO_METER) if strict else (PASS, NO_METER, UNMEASURED, OFF_TARGET)
-    return all(v.status in ok for v in verdicts)
+def passed(recommendations: list[dict], gated, strict: bool) -> bool:
+    """The run passes when every gated target has something to ship (target_answers)."""
+    return all(target_answers(recommendations, gated, strict).values())

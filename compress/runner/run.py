@@ -26,7 +26,7 @@ from compress.report.recommend import decision
 from compress.runner import crash, history
 from compress.runner.checks import preflight, resolve_inputs
 from compress.runner.context import RunContext
-from compress.runner.judging import gated_verdicts, passed as all_passed, verdicts_of
+from compress.runner.judging import passed as all_passed, verdicts_of
 from compress.runner.lock import RunLock
 from compress.runner.manifest import build_manifest
 from compress.runner.produce import produce
@@ -100,15 +100,16 @@ def _report(ctx: RunContext, produced: tuple, gated: set, strict: bool,
     pipeline = ctx.pipeline
     models = model_rows(ctx, artifacts, benchmarks)
     verdicts = verdicts_of(benchmarks, skipped, artifacts, ctx.targets)
-    passed = all_passed(gated_verdicts(verdicts, benchmarks, gated, skipped), strict)
+    decided = decision(artifacts, benchmarks, [v.to_dict() for v in verdicts],
+                       ctx.targets, ctx.run_dir, skipped)
+    passed = all_passed(decided["recommendations"], gated, strict)
     config_text = config_text or pipeline.model_dump_json()
     manifest = build_manifest(pipeline, hashlib.sha256(config_text.encode()).hexdigest(),
                               artifacts[0].sha256, ctx.targets, [*benchmarks, *comparisons])
     report = build_report(pipeline, manifest,
                           Measured(artifacts, models, benchmarks, skipped, comparisons),
                           Judged(verdicts, gated, passed, strict), ctx.cleanup_warnings)
-    report.update(decision(artifacts, benchmarks, [v.to_dict() for v in verdicts],
-                           ctx.targets, ctx.run_dir, skipped))
+    report.update(decided)
     report["pipeline"]["config"] = history.config_record(pipeline)
     if pipeline.data.text is not None:   # the token ids every variant was scored on
         report["text"] = ctx.lm_text().record()

@@ -17,6 +17,14 @@ RECOMMENDATION_FIELDS = ("target", "status", "artifact", "path", "latency_p90_ms
                          "model_size_mb", "drop")
 
 
+def _recommendation(rec: dict, report: dict) -> dict:
+    """A target's line of the document: its answer (shippable, candidate, none), whether
+    it decides the exit code, and the recommendation's fields."""
+    from compress.report.words import status_of
+    return {"answer": status_of(rec), "gated": rec["target"] in report.get("gated_targets", ()),
+            **{key: rec.get(key) for key in RECOMMENDATION_FIELDS}}
+
+
 def summary_document(result) -> dict:
     """The run's outcome (compress.run's Result) as the document `run --json` prints."""
     report = result.report
@@ -24,7 +32,7 @@ def summary_document(result) -> dict:
     return {"passed": result.passed, "exit_code": result.exit_code,
             "run_dir": str(result.run_dir.resolve()),
             "report": str(result.run_dir.resolve() / "report.json"),
-            "recommendations": [{key: rec.get(key) for key in RECOMMENDATION_FIELDS}
+            "recommendations": [_recommendation(rec, report)
                                 for rec in report.get("recommendations", ())],
             "verdicts": dict(sorted(counts.items(), key=lambda kv: str(kv[0])))}
 

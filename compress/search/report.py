@@ -12,8 +12,8 @@ import json
 from dataclasses import asdict
 
 from compress.runner import history
+from compress.runner.judging import passed as all_passed
 from compress.core.artifacts import Artifact
-from compress.report.decide import CANDIDATE, SHIP
 from compress.runner.manifest import build_manifest
 from compress.report.recommend import decision
 from compress.report.build import Judged, Measured, build_report, write_reports
@@ -121,11 +121,6 @@ def _track(search, report: dict, rows: list[dict]) -> None:
         search.options["note"](f"warning: not logged to MLflow: {exc}")
 
 
-def _passed(recommendations: list[dict], gated: set, strict: bool) -> bool:
-    good = (SHIP,) if strict else (SHIP, CANDIDATE)
-    return all(r["status"] in good for r in recommendations if r["target"] in gated)
-
-
 def conclude(search, strategy: str, config_text: str | None):
     """Merge the trials, decide, write runs/<name>/report.*; the runner's Result."""
     from compress.runner.run import Result
@@ -135,7 +130,7 @@ def conclude(search, strategy: str, config_text: str | None):
     trials = _trial_rows(search, merged)
     decided = decision(merged.artifacts, merged.benchmarks,
                        [v.to_dict() for v in merged.verdicts], targets, search.out)
-    passed = _passed(decided["recommendations"], gated, search.options["strict"])
+    passed = all_passed(decided["recommendations"], gated, search.options["strict"])
     config_text = config_text or pipeline.model_dump_json()
     source = merged.artifacts[0].sha256 if merged.artifacts else ""
     manifest = build_manifest(pipeline, hashlib.sha256(config_text.encode()).hexdigest(),

@@ -205,8 +205,10 @@ class _Rounds:
         args = _runner_args(RunnerPaths(model, batch, evaluate, outputs), job, config,
                             metric_info, first)
         device = f" on {place.label}" if ctx.fleets[job.target].size > 1 else ""
-        label = (f"benchmark {artifact.id} on {job.target}{device} ({job.threads} threads, "
-                 + (f"round {round_index + 1}/{config.rounds})" if round_index < config.rounds
+        # the engine named: a baseline is also timed on the target's other engines
+        label = (f"benchmark {artifact.id} on {job.target}{device}, engine {job.engine} "
+                 f"({job.threads} threads, "
+                 + (f"round {round_index + 1} of {config.rounds})" if round_index < config.rounds
                     else "an extra round)"))
         with ctx.progress.task(label, math.ceil(config.runs / config.rounds)) as advance:
             result = place.measure(args, config.timeout_s, advance)

@@ -107,8 +107,8 @@ def _accuracy_aware(quantize_one, source: Path, target: Path, config, ctx) -> di
               if n.op_type in kinds and n.name and n.name not in config.exclude_nodes
               and len(n.input) > 1 and n.input[1] in weights]
     layers = [n.name for n in chosen]
-    with ctx.progress.task(f"accuracy-aware {config.scheme} (max_drop {config.max_drop})",
-                           None) as advance:
+    with ctx.progress.task(f"{config.scheme} with max_drop {config.max_drop}: keeping layers "
+                           "in float until the accuracy drop fits", None) as advance:
         def evaluate(path: Path) -> float:
             advance(1)
             return ctx.score(path)["value"]
@@ -122,7 +122,8 @@ def _accuracy_aware(quantize_one, source: Path, target: Path, config, ctx) -> di
     report["kept_in_float_modules"] = [modules.get(name) for name in report["kept_in_float"]]
     if not report["budget_met"]:
         ctx.progress.note(f"max_drop {config.max_drop} not reached: keeping the best model "
-                          f"found (drop {best.drop:.4f}, {len(best.excluded)} layers in float)")
+                          f"found (accuracy drop {best.drop:.4f}, {len(best.excluded)} layers "
+                          "in float)")
     return {**best.meta, "accuracy_aware": report}
 
 
@@ -236,13 +237,13 @@ def _quantized(committed: Path, source: Path, config, ctx) -> list[Output]:
     for temporary in {prepared, fixed, upgraded} - {source}:
         temporary.unlink()
     meta.update(_described(config, committed, target, int8),
-                **_float_layers(target, ctx, int8 and header is None),
+                **_float_layers(target, ctx, int8 and header is None, config.scheme),
                 **{key: value for key, value in (("opset_upgraded", opset),
                                                  ("static_shapes", shapes)) if value})
     return [Output(target, "onnx", spec.precision, meta)]
 
 
-def _float_layers(target: Path, ctx, wanted: bool) -> dict:
+def _float_layers(target: Path, ctx, wanted: bool, scheme: str) -> dict:
     """The INT8 file's layers that still compute in float, with their measured share of its
     time (compress/quant/float_layers.py); none for other precisions and streamed files."""
     if not wanted:
@@ -252,7 +253,7 @@ def _float_layers(target: Path, ctx, wanted: bool) -> dict:
     model = onnx.load(str(target), load_external_data=False)
     nothing = quantized_nothing(model)
     if nothing:   # said loudly: an "INT8" artifact that is the float model, only bigger
-        ctx.progress.note(f"int8: {nothing}")
+        ctx.progress.note(f"{scheme}: {nothing}")
         return {"quantized_nothing": nothing}
     feeds, _ = ctx.sample_feeds(1)
     found = float_layers(target, model, feeds[0] if feeds else None)

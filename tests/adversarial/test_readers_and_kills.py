@@ -394,31 +394,33 @@ def test_a_runner_that_ends_without_its_answer_is_a_model_error(tmp_path):
 
 
 @pytest.mark.runs
-def test_a_run_whose_variant_is_killed_judges_the_rest_and_exits_1(tmp_path,
-                                                                   digits_checkpoint):
+def test_a_run_whose_variant_is_killed_judges_the_rest_and_says_why(tmp_path,
+                                                                    digits_checkpoint):
     """The whole pipeline: the INT8 variant's runner is killed by the kernel (its
     baseline measures normally); the variant failed on that target (every budget: "did
     not run", the signal and the cause, in report.json, report.md and the summary), the
-    baseline is judged, and the run exits 1, as for any variant that does not fit."""
+    baseline is judged and fits: there is something to ship, so the run passes (a
+    variant that does not fit is information, issue 38)."""
     from tests.conftest import fill_project, write_pipeline
     folder = fill_project(tmp_path, digits_checkpoint)
     python = _wrapper(tmp_path / "killer", "cpu", only="quantize")
     data = pipeline_dict(name="k", targets=[{"profile": "host-cpu", "python": str(python)}])
     ran = run_cli("run", write_pipeline(folder, data), cwd=folder)
-    assert ran.returncode == 1, ran.stderr
+    assert ran.returncode == 0, ran.stderr
     report = json.loads((folder / "runs" / "k" / "report.json").read_text())
     mine = [v for v in report["verdicts"] if v["artifact"] == "02-quantize"]
     assert mine and all(v["status"] == "fail" and v["value"] is None for v in mine)
     assert all(v["reason"].startswith("did not run: the runner was killed by SIGKILL: most "
                                       "likely the out-of-memory killer (peak memory ")
                for v in mine)
-    assert report["passed"] is False and "02-quantize" not in json.dumps(
+    assert report["passed"] is True and "02-quantize" not in json.dumps(
         report["unmeasured_reasons"])
     assert any(b["baseline"] for b in report["benchmarks"])   # the rest was judged
     fit = next(r for r in report["fits"] if r["artifact"] == "02-quantize")
     assert fit["fits"].startswith("no: did not run: the runner was killed by SIGKILL")
-    assert "SIGKILL" in ran.stdout and "SIGKILL" in (folder / "runs/k/report.md").read_text()
-    assert not any(r.get("artifact") == "02-quantize" for r in report["recommendations"])
+    assert "host-cpu: 02-quantize did not run: the runner was killed by SIGKILL" in ran.stdout
+    assert "SIGKILL" in (folder / "runs/k/report.md").read_text()
+    assert [r["artifact"] for r in report["recommendations"]] == ["01-export.onnx"]
 
 
 @pytest.mark.remote

@@ -142,10 +142,15 @@ def test_an_off_target_verdict_with_a_hostile_arch_prints_escaped(tmp_path, caps
     profile = load_profile(str(board))
     _, reason = on_target(profile, {"arch": "x86_64", "cpu": "some cpu"})
     assert TITLE in reason   # the verdict keeps the profile's text: the printing is safe
+    verdict = {"artifact": "int8", "target": "board", "metric": "energy_mj", "budget": 5}
     report = {"fits": [{"target": "board", "artifact": "int8", "baseline": False,
-                        "fits": f"unknown: measured off the device ({reason})"}],
-              "unmeasured_reasons": {"board": {"energy_mj": reason}},
-              "recommendations": [{"summary": reason}]}
+                        "fits": f"not measured: {reason}"}],
+              "verdicts": [{**verdict, "value": None, "status": "unmeasured", "reason": reason},
+                           {**verdict, "value": None, "status": "fail",
+                            "reason": f"did not run: {reason}"}],
+              "recommendations": [{"target": "board", "status": "nothing fits",
+                                   "why": reason, "closest_miss": {"artifact": reason}}],
+              "gated_targets": ["board"], "benchmarks": []}
     _print_summary(SimpleNamespace(report=report, passed=True, run_dir=tmp_path))
     out = capsys.readouterr().out
     _assert_clean(out)

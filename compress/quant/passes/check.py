@@ -19,6 +19,14 @@ def spread(feeds: list, count: int) -> list:
     return [feeds[i] for i in picks]
 
 
+def refining(titles: list[str], checked: bool, samples: int, more: str = "") -> str:
+    """The progress line of the passes on the quantized layers, in the settings' words:
+    which run in what order, on how many calibration samples, and whether the check keeps
+    each only where it brings the outputs closer to the float model's."""
+    kept = f", {'each ' * (len(titles) > 1)}kept if it lowers the error" if checked else ""
+    return f"refining the int8 weights: {', then '.join(titles)}{kept} ({samples} samples{more})"
+
+
 def keep(scores: dict, fitted: set, margin: float):
     """The candidate kept: the highest of `scores`, those in `fitted` less `margin`."""
     return max(scores, key=lambda name: scores[name] - (name in fitted) * margin)

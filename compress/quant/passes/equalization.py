@@ -23,7 +23,7 @@ class _Onnx:
         record = dataclasses.asdict(report)
         if not report.pairs:   # asked for on purpose: an unchanged model must say why
             record["said"] = nothing_said(source, report)
-            run.ctx.progress.note(f"int8-static: equalize {record['said']}")
+            run.ctx.progress.note(f"int8-static: equalize changed nothing: it {record['said']}")
         return target, record
 
 

@@ -11,7 +11,7 @@ class _Onnx:
     record = "bias_correction"
 
     def title(self, settings) -> str:
-        return f"bias correction ({settings.bias_method()})"
+        return "bias correction"
 
     def apply(self, work) -> dict:
         """Shift the biases of onnx_backend.OnnxLayers `work`."""

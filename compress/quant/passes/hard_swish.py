@@ -57,19 +57,22 @@ class _Onnx:
         sites = find_sites(qdq)
         if not sites:
             if run.settings.equalize_hard_swish:   # asked for: silence would read as done
-                run.ctx.progress.note(f"int8-static: hard-swish equalization {NOTHING}")
+                run.ctx.progress.note(f"int8-static: equalize_hard_swish changed nothing: it "
+                                      f"{NOTHING}")
             return {"sites": 0, "said": NOTHING}
         names = [n for s in sites for n in (s.x, s.y)]
         known, feeds = run.known, run.chosen_feeds()
         taken = (known is not None and known.outputs is not None
                  and set(names) <= set(known.channels))
-        with run.ctx.progress.task(f"hard-swish equalization ({len(sites)} sites)", None):
+        checked = HARD_SWISH.checked(run.settings)
+        with run.ctx.progress.task(f"equalizing {len(sites)} hard-swish -> depthwise convolution "
+                                   f"pair(s){', kept if it lowers the error' * checked}",
+                                   None):
             ranges, outputs = ((known.channels, known.outputs) if taken else
                                channel_ranges(onnx.load(str(run.source)), names, feeds))
             before = qdq.SerializeToString()
             meta = swish_equalize.equalize(qdq, ranges)
             after = qdq.SerializeToString()
-            checked = HARD_SWISH.checked(run.settings)
             judged = run.judged(HARD_SWISH, before, after, feeds, outputs) if checked else None
         kept = judged is None or judged.kept == HARD_SWISH.label
         if kept:

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from compress.quant.passes.check import CHECK_FEEDS, Checked, keep, spread
+from compress.quant.passes.check import CHECK_FEEDS, Checked, keep, refining, spread
 
 # What a candidate fitted on the check's own feeds (bias-corrected, GPTQ-rounded) must
 # score above the model as quantize_static wrote it to replace it: fitted on those feeds,
@@ -186,8 +186,9 @@ class OnnxRun:
         model = onnx.load(str(self.source))
         channels = [name for each in plan.passes if each.needs(config).channels
                     for name in each.backends[self.name].channel_tensors(model)]
-        with self.ctx.progress.task(f"calibrating (minmax, {len(self.feeds)} feeds) and the "
-                                    "float pass", len(self.feeds)) as advance, beside_onnxruntime():
+        with self.ctx.progress.task(f"calibrating (minmax, {len(self.feeds)} samples) and "
+                                    "gathering what the refinements read", len(self.feeds)) \
+                as advance, beside_onnxruntime():
             chosen = Chosen(self.chosen, plan.needs.hessians, plan.needs.outputs)
             found = calibrating_pass(model, self.feeds, chosen, os.cpu_count() or 1,
                                      advance=advance, channels=channels)
@@ -206,8 +207,8 @@ class OnnxRun:
 
         from compress.quant.float_pass import layer_pass
         feeds = self.chosen_feeds()
-        what = " + ".join(each.backends[self.name].title(self.settings) for each in passes)
-        with self.ctx.progress.task(f"{what}, {len(feeds)} feeds", None):
+        titles = [each.backends[self.name].title(self.settings) for each in passes]
+        with self.ctx.progress.task(refining(titles, plan.checked, len(feeds)), None):
             float_model, qdq = onnx.load(str(self.source)), onnx.load(str(self.target))
             # after the calibrating run, what it took and a run for the quantized means
             run_pass = layer_pass if self.known is None else self.known.layer_pass

@@ -62,14 +62,15 @@ def held(run, label: str, recover) -> dict:
     meta = {"floor_db": floor, "sqnr_db": score, "check_feeds": len(run.check_feeds()[0])}
     if score >= floor:
         return {**meta, "held": True}
-    below = f"{label}: output SQNR {{}} dB on the calibration feeds"
+    below = f"{label}: output SQNR {{}} dB against the float model (calibration data)"
     if not run.settings.recover:
         run.ctx.progress.note(below.format(f"{score:.1f}") + f", below floor_db {floor:g} "
-                              "(recover: false)")
+                              "(recover: false: left as is)")
         return {**meta, "held": False, "recovered": False}
     started = time.perf_counter()
-    with run.ctx.progress.task(f"recovering fidelity ({score:.1f} dB < floor "
-                               f"{floor:g} dB)", None):
+    with run.ctx.progress.task(f"recover: output SQNR {score:.1f} dB is below floor_db "
+                               f"{floor:g}, moving the costliest layers to higher precision",
+                               None):
         search = recover(run, kept, score)
     run.target.write_bytes(search.model)
     _say_unscored(run, search.steps, label)
@@ -98,9 +99,9 @@ def _say_unscored(run, steps: list, label: str) -> None:
     found nothing to gain."""
     failed = [step for step in steps if getattr(step, "reason", None)]
     if failed:
-        run.ctx.progress.note(f"{label}: {len(failed)} of {len(steps)} recovery moves "
-                              f"could not be scored, e.g. {failed[0].group.words()} to "
-                              f"{failed[0].to}: {failed[0].reason}")
+        run.ctx.progress.note(f"{label}: {len(failed)} of {len(steps)} recovery steps (a "
+                              "layer to higher precision) could not be scored, e.g. "
+                              f"{failed[0].group.words()} to {failed[0].to}: {failed[0].reason}")
 
 
 def _spread(run, count: int) -> tuple[list, list]:

@@ -10,6 +10,9 @@ import os
 from compress.quant.passes.base import GRAPH, Int8Pass, register_pass
 from compress.quant.passes.check import spread
 
+# the progress line of both formats, with the count of calibration samples
+SAID = "bias correction (sequential): one layer at a time, in the int8 model ({} samples)"
+
 
 class _Onnx:
     record = "bias_correction"
@@ -17,7 +20,7 @@ class _Onnx:
     def apply(self, run) -> dict:
         from compress.quant.bias_correction import correct_biases
         feeds = run.chosen_feeds()
-        with run.ctx.progress.task(f"bias correction ({len(feeds)} feeds)", None) as advance:
+        with run.ctx.progress.task(SAID.format(len(feeds)), None) as advance:
             report = correct_biases(run.source, run.target, feeds, threads=os.cpu_count() or 1,
                                     advance=advance)
         return {"method": "sequential", **report}
@@ -29,8 +32,7 @@ class _Tflite:
     def apply(self, run) -> dict:
         from compress.quant.tflite_bias_correction import correct_biases
         feeds = spread(run.calibration, run.settings.samples)
-        with run.ctx.progress.task(f"bias correction (sequential, {len(feeds)} feeds)",
-                                   None) as advance:
+        with run.ctx.progress.task(SAID.format(len(feeds)), None) as advance:
             report = correct_biases(run.fp32, run.target, feeds, threads=os.cpu_count() or 1,
                                     advance=advance)
         return {**report, "method": "sequential"}

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from compress.quant.passes.base import LAYERS
-from compress.quant.passes.check import CHECK_FEEDS, keep, spread
+from compress.quant.passes.check import CHECK_FEEDS, keep, refining, spread
 
 # No margin: the TFLite check keeps the highest score, fitted or not. Measured: CREPE's
 # check kept average+bias (24.86 dB on the calibration feeds, against 24.70 as quantized;
@@ -87,10 +87,11 @@ def layer_candidates(fp32: Path, files: dict[str, bytes], calibration: list[dict
     if wanted == [("nearest", False)]:
         return {(name, "nearest", False): content for name, content in files.items()}, {}
     feeds = spread(calibration, settings.samples)
-    what = " + ".join(p.backends["tflite"].title(settings)
-                      for p in plan(settings, "tflite").at(LAYERS))
-    task = progress.task(f"{what} ({' and '.join(files)} ranges), {len(feeds)} feeds", None) \
-        if progress else contextlib.nullcontext(lambda n: None)
+    made = plan(settings, "tflite")
+    titles = [p.backends["tflite"].title(settings) for p in made.at(LAYERS)]
+    both = f", activation_ranges {'+'.join(files)}" if len(files) > 1 else ""
+    said = refining(titles, made.checked, len(feeds), both)
+    task = progress.task(said, None) if progress else contextlib.nullcontext(lambda n: None)
     with task as advance:
         return variants(fp32.read_bytes(), files, feeds, wanted, threads=os.cpu_count() or 1,
                         advance=advance)

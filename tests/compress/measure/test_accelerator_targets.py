@@ -1,6 +1,7 @@
 """Targets whose accelerator (an execution provider, a LiteRT delegate) is not on the
 measuring machine: 'unmeasured' with the reason, never a CPU run reported as the
-accelerator. The CPU targets beside them are measured as usual."""
+accelerator. The CPU targets beside them are measured as usual. Such a target has nothing
+known to ship: gated, it fails the run (exit 1, saying why); `gate: false` reports it."""
 from __future__ import annotations
 
 import json
@@ -28,7 +29,10 @@ def test_a_gpu_target_without_its_provider_is_unmeasured(project):
     path = write_pipeline(project, pipeline_dict(targets=["host-cpu", "jetson-orin-nano"],
                                                  stages=STAGES))
     child = run_cli("run", path, cwd=project)
-    assert child.returncode == 0, child.stderr  # unmeasured does not fail a run...
+    assert child.returncode == 1, child.stderr  # nothing known to ship there...
+    assert child.stdout.splitlines()[-1].startswith(
+        "FAILED: nothing to ship on jetson-orin-nano (none)")
+    assert "jetson-orin-nano: none (no variant was measured on this target: " in child.stdout
     report = _report(project)
     assert {b["target"] for b in report["benchmarks"]} == {"host-cpu"}  # no CPU stand-in
     jetson = [v for v in report["verdicts"] if v["target"] == "jetson-orin-nano"]
@@ -44,8 +48,10 @@ def test_a_gpu_target_without_its_provider_is_unmeasured(project):
     # the reason, once per target and budget
     assert "TensorrtExecutionProvider" in \
         report["unmeasured_reasons"]["jetson-orin-nano"]["latency_p90_ms"]
-    strict = run_cli("run", path, "--strict", cwd=project)
-    assert strict.returncode == 1  # ...but --strict counts it as a failure
+    path = write_pipeline(project, pipeline_dict(
+        targets=["host-cpu", {"profile": "jetson-orin-nano", "gate": False}], stages=STAGES))
+    reported = run_cli("run", path, cwd=project)
+    assert reported.returncode == 0, reported.stderr  # ...reported only: host-cpu decides
 
 
 def test_an_edge_tpu_target_without_its_delegate_is_unmeasured(project):
@@ -55,7 +61,7 @@ def test_an_edge_tpu_target_without_its_delegate_is_unmeasured(project):
     child = run_cli("run", path, cwd=project)
     if "libedgetpu" in child.stderr and child.returncode == 0 and _report(project)["benchmarks"]:
         pytest.skip("libedgetpu is installed here: the Edge TPU target was measured")
-    assert child.returncode == 0, child.stderr
+    assert child.returncode == 1, child.stderr   # nothing known to ship on the Edge TPU
     report = _report(project)
     assert report["benchmarks"] == []
     reasons = {v["reason"] for v in report["verdicts"] if v["status"] == "unmeasured"}
@@ -89,8 +95,8 @@ def test_a_litert_gpu_target_without_a_gpu_is_unmeasured(project):
                        "budget: {latency_p90_ms: 50, model_size_mb: 5}\n")
     stages = [{"type": "export.tflite", "mode": "fp32"},
               {"type": "benchmark", "warmup": 1, "runs": 5, "rounds": 1}]
-    path = write_pipeline(project, pipeline_dict(targets=["host-cpu", {"profile": str(profile)}],
-                                                 stages=stages))
+    path = write_pipeline(project, pipeline_dict(
+        targets=["host-cpu", {"profile": str(profile), "gate": False}], stages=stages))
     child = run_cli("run", path, cwd=project)
     assert child.returncode == 0, child.stderr
     report = _report(project)

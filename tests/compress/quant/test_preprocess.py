@@ -72,5 +72,6 @@ def test_a_failing_symbolic_pass_falls_back_to_the_plain_one_and_says_so(tmp_pat
     assert preprocess(source, tmp_path, ctx) == tmp_path / "preprocessed.onnx"
     assert (tmp_path / "preprocessed.onnx").is_file()
     assert len(ctx.progress.notes) == 1
-    assert ctx.progress.notes[0].startswith("quant_pre_process: symbolic shape inference "
+    assert ctx.progress.notes[0].startswith("onnxruntime's symbolic shape inference "
                                             "failed (")
+    assert ctx.progress.notes[0].endswith("with ONNX's own shape inference")

@@ -135,12 +135,22 @@ def _stage(path, images, folder, capsys, **settings):
     return meta, capsys.readouterr().err
 
 
-def test_the_stage_equalizes_the_decomposed_form(forms, tmp_path, capsys):
+def test_the_stage_equalizes_the_decomposed_form(forms, tmp_path, capsys, monkeypatch):
+    """... and its progress lines (a terminal's bars) name the settings' passes in their
+    order and what the check does, in words: no method names, no `feeds`."""
+    from compress.runner.progress import Progress
+    shown, task = [], Progress.task
+    monkeypatch.setattr(Progress, "task", lambda self, said, total: (shown.append(said),
+                                                                     task(self, said, total))[1])
     images = np.concatenate([f["image"] for f in forms["calibration"]])
     meta, _ = _stage(forms["files"]["divided_after"], images, tmp_path, capsys,
                      equalize_hard_swish=True)
     record = meta["hard_swish_equalization"]
     assert record["sites"] == 3 and record["kept"] is True and "said" not in record
+    assert "refining the int8 weights: GPTQ rounding, then bias correction, each kept if it " \
+        "lowers the error (32 samples)" in shown
+    assert "equalizing 3 hard-swish -> depthwise convolution pair(s)" in shown  # asked: no check
+    assert not [said for said in shown if "feeds" in said or "checked" in said], shown
 
 
 def test_passes_that_find_nothing_say_so(tmp_path, capsys):
@@ -155,12 +165,13 @@ def test_passes_that_find_nothing_say_so(tmp_path, capsys):
     record = meta["equalization"]
     assert record["pairs"] == 0
     assert "found no Conv pair" in record["said"] and "6 convolution output(s) go through " \
-        "hard-swish" in record["said"] and f"int8-static: equalize {record['said']}" in said
+        "hard-swish" in record["said"] and \
+        f"int8-static: equalize changed nothing: it {record['said']}" in said
     relu, images = _exported(lambda: _net(nn.ReLU), tmp_path, "relu")
     meta, said = _stage(relu, images[1400:1500], tmp_path / "hs", capsys,
                         equalize_hard_swish=True)
     assert meta["hard_swish_equalization"] == {"sites": 0, "said": NOTHING}
-    assert f"int8-static: hard-swish equalization {NOTHING}" in said
+    assert f"int8-static: equalize_hard_swish changed nothing: it {NOTHING}" in said
     meta, said = _stage(relu, images[1400:1500], tmp_path / "default", capsys)
     assert meta["hard_swish_equalization"] == {"sites": 0, "said": NOTHING}
-    assert "hard-swish equalization" not in said   # on by default: recorded, not noted
+    assert "equalize_hard_swish" not in said   # on by default: recorded, not noted

@@ -62,9 +62,9 @@ def test_nothing_fits_names_the_closest_miss_and_by_how_much():
     assert "slowish" in decide.summary(rec, {}) and "20%" in decide.summary(rec, {})
 
 
-def test_a_target_with_no_variant_is_unmeasured_not_a_miss():
+def test_a_target_with_no_variant_is_not_judged_not_a_miss():
     rec = decide.recommend("rpi5", [_variant("a", 1.0, 1.0)])
-    assert rec["status"] == decide.UNMEASURED and rec["closest_miss"] is None
+    assert rec["status"] == decide.UNJUDGED and rec["closest_miss"] is None
 
 
 def test_the_pareto_front_keeps_what_nothing_beats_on_every_axis():

@@ -180,13 +180,20 @@ def test_three_forced_runs_of_the_quickstart_recommend_the_same_file(project):
               {"type": "export.tflite", "input": "source", **FAST_TFLITE_INT8},
               {"type": "benchmark", "warmup": 2, "runs": 30}]
     path = write_pipeline(project, pipeline_dict(targets=["host-cpu", "rpi4"], stages=stages))
-    picks = []
+    picks, reports = [], []
     for _ in range(3):
         report = compress.run(path, force=True, quiet=True).report
+        reports.append(report)
         picks.append({r["target"]: r["artifact"] for r in report["recommendations"]})
         timed = [b for b in report["benchmarks"] if "latency_ms" in b]
         assert all(len(b["latency_ms"]["p90_rounds"]) >= 3 for b in timed)
     assert picks[0] == picks[1] == picks[2], picks
+    # compare of two identical runs: every p90 within noise, no recommendation changed
+    lines = compare(reports[0], reports[1])
+    p90s = [line for line in lines if " p90 ms " in line]
+    assert p90s and all("within noise" in line for line in p90s), "\n".join(p90s)
+    changed = lines[lines.index("recommendations:") + 1:] if "recommendations:" in lines else []
+    assert not [line for line in changed if " -> " in line], lines
 
 
 def _state(samples_by_job: list[list[list[float]]], fleet_size: int = 1):
@@ -206,7 +213,11 @@ def test_close_variants_with_a_wide_spread_get_at_most_two_more_rounds():
     state, calls, notes = _state([wide, close, far]), [], []
     noise.measure_close(state, lambda at, only: calls.append((at, only)), 3, notes.append)
     assert calls == [(3, [0, 1]), (4, [0, 1])]        # the noise does not go away: bounded
-    assert "v0 on host-cpu, v1 on host-cpu" in notes[0] and "1 of at most 2" in notes[0]
+    assert notes[0].startswith("timing again v0, v1 on host-cpu: ") and \
+        "(extra round 1 of at most 2)" in notes[0]
+    notes.clear()   # past three variant/target pairs, their count: one short line
+    noise.measure_close(_state([wide, close, close, wide]), lambda *a: None, 3, notes.append)
+    assert notes[0].startswith("timing again 4 variant/target pairs: ") and len(notes[0]) < 120
     calls.clear()
     noise.measure_close(_state([wide, close, far]), lambda *a: calls.append(a), 2, print)
     noise.measure_close(_state([wide, close, far], 2), lambda *a: calls.append(a), 3, print)

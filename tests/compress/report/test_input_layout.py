@@ -57,5 +57,8 @@ def test_what_to_ship_says_nhwc_for_an_nhwc_tflite_model(tmp_path, capsys, monke
         stages=[{"type": "benchmark", "warmup": 1, "runs": 3, "rounds": 1}]))
     assert cli.main(["run", str(pipeline), "--quiet"]) == 0, capsys.readouterr().err
     report = (tmp_path / "runs" / pipeline_dict()["name"] / "report.md").read_text()
-    ship = report.split("## What to ship", 1)[1].strip().splitlines()[0]
-    assert "(tflite fp32, NHWC float32 input, on litert" in ship, ship
+    ship = report.split("## What to ship", 1)[1].split("\n## ", 1)[0]
+    row = next(line for line in ship.splitlines() if line.startswith("| host-cpu |"))
+    assert "(tflite fp32, on litert)" in row, row
+    [fed] = [line for line in ship.splitlines() if "input" in line and line.startswith("- ")]
+    assert fed.endswith("(host-cpu): NHWC float32 input"), fed

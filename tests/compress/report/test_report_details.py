@@ -101,9 +101,12 @@ def test_the_reason_for_a_missing_number_is_said_once_per_target(finished):
     text = (run_dir / "report.md").read_text()
     rows = [line for line in text.splitlines() if line.startswith("|")]
     assert not any(md(energy[0]["reason"]) in row for row in rows)
-    note = (f"- † metered: energy\\_mj unmeasured on every variant: "
-            f"{md(energy[0]['reason'])}")
-    assert text.count(note) == 1
+    # one line for both targets, measured on one machine with no meter: host-cpu's
+    # budget is not judged (its profile's meter is optional), metered's unmeasured
+    note = (f"- † energy\\_mj: not judged on host-cpu (no-meter), unmeasured on metered: "
+            f"{md(energy[0]['reason'])}; the full note is under \"Where each target was "
+            "measured\"")
+    assert text.count(note) == 1 and text.count("- † ") == 1
     assert "| metered | 02-quantize | energy\\_mj | 500 mJ | — | unmeasured† |" in text
 
 
@@ -174,10 +177,12 @@ def test_a_noisy_measurement_is_warned_about_under_its_target(finished):
     warning = ("  - warning: host-cpu 02-quantize: noisy measurement (p99 7.9 ms is 4.2x the "
                "median 1.9 ms): close other programs or raise benchmark.runs/rounds")
     assert lines.count(warning) == 1
+    # both targets were measured on this machine: one line says it, the warning under it
     section = lines.index("## Where each target was measured")
-    start, end = (next(i for i, line in enumerate(lines) if i > section and
-                       line.startswith(f"- **{target}**")) for target in ("host-cpu", "metered"))
-    assert start < lines.index(warning) < end
+    machine = next(i for i, line in enumerate(lines) if i > section and line.startswith("- "))
+    assert lines[machine].startswith("- **host-cpu, metered**: ")
+    end = next(i for i, line in enumerate(lines) if i > machine and not line.startswith("  - "))
+    assert machine < lines.index(warning) < end
 
 
 def test_md_escapes_what_markdown_would_read_as_formatting():
@@ -201,13 +206,16 @@ def _hostile(report: dict) -> dict:
     replaced by text full of Markdown syntax and newlines."""
     report = copy.deepcopy(report)
     names = {"host-cpu": HOSTILE + " target", "02-quantize": HOSTILE + " artifact"}
-    for section in ("benchmarks", "verdicts", "fits", "engine_baselines", "gains"):
+    for section in ("benchmarks", "verdicts", "fits", "engine_baselines", "gains",
+                    "recommendations"):
         for row in report.get(section) or []:
             for key in ("target", "artifact", "baseline"):
                 if isinstance(row.get(key), str):
                     row[key] = names.get(row[key], row[key])
     for verdict in report["verdicts"]:
         verdict["reason"] = verdict["reason"] and HOSTILE + " reason"
+    for rec in report["recommendations"]:
+        rec["why"], rec["path"] = HOSTILE + " why", HOSTILE + " path"
     for bench in report["benchmarks"]:
         bench["measured_on"]["hostname"] = HOSTILE + " host"
         bench["energy_note"] = HOSTILE + " meter"
@@ -233,8 +241,8 @@ def test_hostile_names_and_reasons_break_no_table_and_format_nothing(finished):
             table.append(line)
         else:
             width = None
-    for name in ("target", "artifact"):   # there, escaped
+    for name in ("target", "artifact", "why"):   # there, escaped
         assert any(md(f"{HOSTILE} {name}") in row for row in table), name
-    assert f"unmeasured on every variant: {md(HOSTILE + ' reason')}" in text
+    assert f"unmeasured on metered: {md(HOSTILE + ' reason')}; the full note" in text
     for raw in ("<g>", "`e", "*c", "[f]", "~i", "&h"):   # none left unescaped
         assert not re.search(r"(?<!\\)" + re.escape(raw), text), raw

@@ -1,9 +1,11 @@
 """report.html: written by a real quickstart run (two targets), loaded in headless
-Chromium: no script error, every chart drawn, no network request, a non-blank page."""
+Chromium: no script error, every chart drawn, no network request, a non-blank page; each
+thing said once (a card's fields, the no-meter note per machine, plotly.js)."""
 from __future__ import annotations
 
 import copy
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -15,11 +17,20 @@ import onnx
 import pytest
 
 from compress.quant.accuracy_aware import Budget, search
+from compress.report import decide
 from compress.report.build import write_reports
 from compress.report.html import render_html
+from compress.report.html_parts import script_text
+from compress.report.words import GLOSSARY, status_of
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 HOSTILE = "<img src=x onerror=alert(1)>|*_"
+# what a machine without a power meter says (runtimes/power: every meter looked for)
+NO_METER_NOTE = ("no power meter on this host (ina3221: /sys/bus/i2c/drivers/ina3221/*/hwmon/"
+                 "hwmon*/in*_label does not exist on this host; tegrastats: the command "
+                 "tegrastats is not on PATH; rapl: /sys/class/powercap/intel-rapl:* does not "
+                 "exist on this host; nvml is used only when named)")
+DETAILS = ("(ina3221:", "nvml is used only when named")
 
 # Records what a page would show in the console (uncaught errors, rejected promises,
 # console.error) and every resource it fetched, into elements --dump-dom prints.
@@ -120,13 +131,16 @@ class _Page(HTMLParser):
     def __init__(self, text: str):
         super().__init__()
         self.charts, self.drawn, self.tags, self.urls, self.recorded = [], set(), [], [], {}
-        self._plot = self._pre = None
+        self._plot = self._pre = self._hidden = None
+        self.visible = []   # the text a reader sees: none of a script, style or title
         self.feed(text)
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
         classes = (attrs.get("class") or "").split()
         self.tags.append(tag)
+        if tag in ("script", "style", "title"):
+            self._hidden = tag
         self.urls += [v for k, v in attrs.items() if k in ("src", "href", "xlink:href") and v]
         if tag == "div" and "plotly-graph-div" in classes:
             self.charts.append(attrs["id"])
@@ -141,10 +155,18 @@ class _Page(HTMLParser):
     def handle_data(self, data):
         if self._pre:
             self.recorded[self._pre] += data
+        if not self._hidden:
+            self.visible.append(data)
 
     def handle_endtag(self, tag):
         if tag == "pre":
             self._pre = None
+        if tag == self._hidden:
+            self._hidden = None
+
+    @property
+    def text(self) -> str:
+        return "\n".join(self.visible)   # one text node a line: "PASSED" and "Gated" apart
 
 
 def _expected_charts(report: dict) -> int:
@@ -154,17 +176,86 @@ def _expected_charts(report: dict) -> int:
     return len(targets) + 2 + len(layered)   # a scatter per target, size, memory, layers
 
 
+def _card(page: str, target: str) -> str:
+    """The markup of `target`'s recommendation card."""
+    start = page.index(f'<div class="card"><h3>{escape(target)}: ')
+    return page[start:page.index("</div>", start)]
+
+
 def test_the_run_writes_the_page_with_plotly_inlined_once(run_dir, report):
-    from plotly.offline import get_plotlyjs
+    from plotly.offline import get_plotlyjs, get_plotlyjs_version
     page = (run_dir / "report.html").read_text(encoding="utf-8")
     assert page == render_html(report)
-    assert page.count(get_plotlyjs()[:300]) == 1 and "<script src" not in page
+    plotly_js = script_text(get_plotlyjs())
+    assert page.count(plotly_js) == 1 and "<script src" not in page
+    for at in (0, len(plotly_js) // 2, len(plotly_js) - 300):   # no figure brings it again
+        assert page.count(plotly_js[at:at + 300]) == 1
+    # a figure holds its data and the look it uses, not plotly's whole template (7 kB)
+    figures = re.findall(r"<figure>.*?</figure>", page, flags=re.S)
+    assert figures and max(map(len, figures)) < 6000, list(map(len, figures))
+    said = re.search(r"report\.html: ([\d.]+) MB, of which plotly\.js v(\S+) ([\d.]+) MB, "
+                     r"inlined once so the page opens offline", _Page(page).text)
+    assert said, "the footer says the page's size and plotly.js's"
+    assert said[1] == f"{len(page.encode()) / 1e6:.3g}" and said[2] == get_plotlyjs_version()
+    assert said[3] == f"{len(plotly_js.encode()) / 1e6:.3g}"
     assert not list(run_dir.glob(".report*.tmp"))
     assert len(_Page(page).charts) == _expected_charts(report)
     if "recommendations" not in report:
         assert "No recommendation in this report." in page
     for rec in report.get("recommendations", []):
-        assert escape(rec["summary"]) in page
+        card = _card(page, rec["target"])
+        assert f">{status_of(rec)}</span></h3>" in card
+        # the fields once, no sentence repeating them; the file by its place in the run
+        assert escape(rec["summary"]) not in page
+        assert card.count(f"{rec['latency_p90_ms']:.3g} ms") == 1
+        if rec["path"]:
+            inside = next(a["path"] for a in report["artifacts"] if a["id"] == rec["artifact"])
+            assert rec["path"] not in page and f"<dd>{escape(inside)} (" in card
+
+
+def test_the_no_meter_note_is_said_once(run_dir, report):
+    """The run's own page: what was looked for (no meter found) at most once, each row
+    and card with the short line; once per machine where energy has no number."""
+    page = _Page((run_dir / "report.html").read_text(encoding="utf-8")).text
+    for detail in DETAILS:
+        assert page.count(detail) <= 1, detail
+    notes = {b["energy_note"] for b in report["benchmarks"]
+             if b["energy_mj"] is None and " (" in (b["energy_note"] or "")}
+    for note in notes:
+        assert page.count(note) == 1
+
+
+def test_the_no_meter_note_is_said_once_per_machine(decided):
+    """Two machines without a meter, one reached over SSH (each benchmark's connection
+    timed apart): the note in full once for each, every row and card with "no power
+    meter" and the budget's name."""
+    report = copy.deepcopy(decided)
+    for i, bench in enumerate(report["benchmarks"]):
+        bench.update(energy_mj=None, power=None, energy_note=NO_METER_NOTE)
+        bench["measured_on"] = {**bench["measured_on"], "hostname": f"board{i % 2}"}
+        bench["remote"] = None if i % 2 == 0 else {
+            "host": "pi@board1", "connect_s": 0.1 * i, "copied_bytes": 2**20, "copy_s": 0.2,
+            "run_s_median": 0.3 + i, "runs": 3, "cleanup_s": 0.01}
+    page = _Page(render_html(report))
+    assert page.text.count(NO_METER_NOTE) == 2
+    for detail in DETAILS:
+        assert page.text.count(detail) == 2, detail
+    shown = len(report["benchmarks"]) + len(report["recommendations"])   # rows and cards
+    assert page.text.count("no power meter on this host") == 2 + shown
+    markup = render_html(report)
+    for rec in report["recommendations"]:
+        assert "energy_mj: no power meter on this host" in _card(markup, rec["target"])
+
+
+def test_the_terms_come_before_the_answers(run_dir):
+    """The glossary's terms the page uses, above the recommendations; none it does not."""
+    page = (run_dir / "report.html").read_text(encoding="utf-8")
+    terms, answers = page.index("<h2>Terms</h2>"), page.index("<h2>Recommendations</h2>")
+    rest = _Page(page[answers:]).text + _Page(page[:terms]).text   # the page but its terms
+    shown = [term for term, _ in GLOSSARY if f"<dt>{escape(term)}</dt>" in page[terms:answers]]
+    assert {"gated", "shippable", "candidate"} <= set(shown)   # the heading's, the cards'
+    for term in shown:
+        assert re.search(rf"(?<![\w-]){re.escape(term)}(?![\w-])", rest, re.IGNORECASE), term
 
 
 def test_the_page_names_no_url(run_dir):
@@ -172,10 +263,16 @@ def test_the_page_names_no_url(run_dir):
     assert page.urls == [] and "link" not in page.tags
 
 
-def test_recommendations_pareto_and_search_render(decided):
+def test_recommendations_pareto_and_search_render(decided, run_dir):
     page = render_html(decided)
     for rec in decided["recommendations"]:
-        assert escape(rec["summary"]) in page and escape(rec["path"]) in page
+        card = _card(page, rec["target"])
+        inside = Path(rec["path"]).relative_to(run_dir).as_posix()
+        assert escape(rec["path"]) not in page and f"<dd>{escape(inside)} (" in card
+        assert f">{status_of(rec)}</span></h3>" in card and escape(rec["summary"]) not in page
+        for field in ("p90", "size", "peak memory", "engine", "measured", "why"):
+            assert card.count(f"<dt>{field}</dt>") == 1, field
+        assert escape(rec["why"]) in card
     assert page.count('<div class="card">') == len(decided["recommendations"])
     assert "No recommendation" not in page
     # one front and one star per target (plotly's JSON escapes "<", ">" and "/")
@@ -189,11 +286,20 @@ def test_nothing_fits_shows_its_closest_miss(decided):
     rec = decided["recommendations"][-1]
     limit = rec["latency_p90_ms"] / 2   # a budget half the fastest variant's p90
     missed = {**rec, "status": "nothing fits", "artifact": None, "path": None,
+              "why": "no variant meets every budget",
               "closest_miss": {"artifact": rec["artifact"], "misses": [
                   {"budget": "latency_p90_ms", "value": rec["latency_p90_ms"], "limit": limit,
                    "over_by": rec["latency_p90_ms"] - limit, "over_by_ratio": 1.0}]}}
     page = render_html({**decided, "recommendations": [missed]})
-    assert "nothing fits" in page and f"over the limit {limit:g} by" in page and "+100.0%" in page
+    card = _card(page, rec["target"])
+    assert '<span class="badge bad">none</span>' in card
+    assert f"<dd>{escape(rec['artifact'])}</dd>" in card and "<dt>p90</dt>" not in card
+    assert f"over the limit {limit:g} by" in card and "+100.0%" in card
+    # a target nothing was judged on: its answer and why, no file
+    unjudged = decide.recommend("rpi5", [])
+    card = _card(render_html({**decided, "recommendations": [unjudged]}), "rpi5")
+    assert f">{escape(status_of(unjudged))}</span></h3>" in card
+    assert escape(unjudged["why"]) in card and "<dt>file" not in card
 
 
 def test_hostile_names_are_escaped(decided):

@@ -65,7 +65,9 @@ def test_budgets_judge_quality_everywhere_and_speed_only_on_the_device(first_run
     assert verdicts[("int8", "host-cpu", "kl_mean")].status == "pass"
     assert verdicts[("int8", "rpi5", "decode_tokens_per_s")].status == "off-target"
     assert verdicts[("int8", "rpi5", "weights_and_kv_cache_mb")].status == "pass"
-    assert not result.passed and result.exit_code == 1   # int4 misses a gated budget
+    # int4 misses a gated budget: information, since int8 ships on host-cpu (and is a
+    # candidate on rpi5, measured off the device): the run passes
+    assert result.passed and result.exit_code == 0
 
 
 def test_the_recommendation_never_ships_the_drifted_variant(first_run):

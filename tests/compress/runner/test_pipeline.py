@@ -106,13 +106,14 @@ def test_tampered_or_partial_stage_output_is_not_trusted(finished):
 
 
 @pytest.mark.runs  # two whole CLI runs: `make test-runs`
-def test_exit_code_1_when_a_budget_is_missed_and_strict(project):
+def test_exit_code_1_when_a_target_has_nothing_to_ship(project):
     (project / "tight.yaml").write_text(
         "name: tight\ndevice: {arch: any}\nruntime: {threads: 1}\nbudget: {latency_p90_ms: 0.000001}\n")
     path = write_pipeline(project, pipeline_dict(targets=["tight.yaml"]))
     child = run_cli("run", path, "--quiet", cwd=project)
     assert child.returncode == 1, child.stderr
-    assert "over budget on latency_p90_ms" in child.stdout and "FAILED" in child.stdout
+    assert "01-export.onnx (baseline) misses latency_p90_ms " in child.stdout
+    assert child.stdout.splitlines()[-1].startswith("FAILED: nothing to ship on tight (none)")
     report = json.loads((project / "runs" / "t" / "report.json").read_text())
     assert report["passed"] is False
 

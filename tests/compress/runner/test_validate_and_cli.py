@@ -322,7 +322,8 @@ def _result(tmp_path, passed: bool) -> SimpleNamespace:
     report = {"recommendations": [
         {"target": "host-cpu", "status": "ship", "artifact": "02-quantize", "path": "x.onnx",
          "latency_p90_ms": 0.02, "model_size_mb": 0.03, "drop": 0.0, "summary": "s"}],
-        "verdicts": [{"status": "pass"}, {"status": "pass"}, {"status": "fail"}]}
+        "verdicts": [{"status": "pass"}, {"status": "pass"}, {"status": "fail"}],
+        "gated_targets": ["host-cpu"]}
     return SimpleNamespace(report=report, passed=passed, exit_code=0 if passed else 1,
                            run_dir=tmp_path)
 
@@ -331,7 +332,7 @@ def test_run_as_json_prints_one_document(tmp_path, capfd):
     from compress.runner.summary import run_as_json
 
     def run():
-        print("PASSED: report at ...")
+        print("PASSED: something to ship on every gated target; report: ...")
         return _result(tmp_path, True)
     assert run_as_json(run) == 0
     out, err = capfd.readouterr()
@@ -339,7 +340,8 @@ def test_run_as_json_prints_one_document(tmp_path, capfd):
     assert document == {
         "passed": True, "exit_code": 0, "run_dir": str(tmp_path.resolve()),
         "report": str(tmp_path.resolve() / "report.json"),
-        "recommendations": [{"target": "host-cpu", "status": "ship", "artifact": "02-quantize",
+        "recommendations": [{"answer": "shippable", "gated": True,
+                             "target": "host-cpu", "status": "ship", "artifact": "02-quantize",
                              "path": "x.onnx", "latency_p90_ms": 0.02, "model_size_mb": 0.03,
                              "drop": 0.0}],
         "verdicts": {"fail": 1, "pass": 2}}
@@ -365,11 +367,13 @@ def test_run_json_summarizes_a_real_run(project):
     run_dir = Path(document["run_dir"])
     assert run_dir == (project / "runs" / "t").resolve() and Path(document["report"]).is_file()
     [rec] = document["recommendations"]
-    assert rec["target"] == "host-cpu" and set(rec) == {
-        "target", "status", "artifact", "path", "latency_p90_ms", "model_size_mb", "drop"}
+    assert rec["target"] == "host-cpu" and rec["gated"] is True and set(rec) == {
+        "answer", "gated", "target", "status", "artifact", "path", "latency_p90_ms",
+        "model_size_mb", "drop"}
+    assert rec["answer"] == "shippable" and document["passed"] is True
     if rec["path"]:
         assert (run_dir / rec["path"]).exists() or Path(rec["path"]).exists()
     assert sum(document["verdicts"].values()) == \
         len(json.loads(Path(document["report"]).read_text())["verdicts"])
-    assert "report at" in done.stderr   # the human summary, on stderr
+    assert "report: " in done.stderr   # the human summary, on stderr
 
