@@ -153,15 +153,27 @@ def widen(p90: float, span: tuple[float, float],
     return min(span[0], p90 / factor[0]), max(span[1], p90 * factor[1])
 
 
-def widened(records: list[dict]) -> dict[tuple[str, str], tuple[float, float]]:
-    """(target, artifact) -> each timed record's interval, at least as wide for its p90 as
-    the widest of those timed by the same engine, machine and threads (for any target:
-    compress.report.ties reads Variants alike)."""
+def _timed(records: list[dict], machine_only: bool) -> list[tuple]:
+    """((target, artifact), (key, p90, span)) of each timed record; the key: engine,
+    machine and threads, or machine and threads alone."""
     timed = []
     for rec in records:
         span = of_record(rec.get("latency_ms"))
         p90 = span and float(rec["latency_ms"]["p90"])
         if p90 and p90 > 0 and span[0] > 0:
-            timed.append(((rec.get("target"), rec.get("artifact")), (_how(rec), p90, span)))
-    widest = factors(row for _, row in timed)
+            key = _how(rec)[1:] if machine_only else _how(rec)
+            timed.append(((rec.get("target"), rec.get("artifact")), (key, p90, span)))
+    return timed
+
+
+def widened(records: list[dict], also: list[dict] = (),
+            machine_only: bool = False) -> dict[tuple[str, str], tuple[float, float]]:
+    """(target, artifact) -> each timed record's interval, at least as wide for its p90 as
+    the widest of those timed by the same engine, machine and threads (for any target:
+    compress.report.ties reads Variants alike). `also`: records whose spread counts but
+    whose intervals are not wanted (a run's engine baselines); `machine_only`: the widest
+    on the same machine and threads whatever the engine, as two runs apart are compared
+    (compress compare): what slows a machine between runs slows every engine on it."""
+    timed = _timed(records, machine_only)
+    widest = factors(row for _, row in [*timed, *_timed(list(also), machine_only)])
     return {pair: widen(p90, span, widest[key]) for pair, (key, p90, span) in timed}

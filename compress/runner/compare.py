@@ -42,8 +42,9 @@ def _ratio(old, new) -> str:
 
 def _noise(x, y) -> str | None:
     """The words "within noise (...)" where the two p90s' intervals overlap (as the
-    decision reads them: noise.widened; a report without intervals: each p90's TIE_RATIO
-    band), so a change there is not one; None beyond it or where either was not timed."""
+    decision reads them, widened over the machine: noise.widened; a report without
+    intervals: each p90's TIE_RATIO band), so a change there is not one; None beyond it
+    or where either was not timed."""
     if x is None or y is None or not overlap(x, y):
         return None
     return f" within noise (A {x[0]:.4g}..{x[1]:.4g}, B {y[0]:.4g}..{y[1]:.4g})"
@@ -65,7 +66,10 @@ def _numbers(a: dict, b: dict) -> list[str]:
     old = {(x["target"], x["artifact"]): x for x in a.get("benchmarks", [])}
     new = {(x["target"], x["artifact"]): x for x in b.get("benchmarks", [])}
     lines, quiet = [], 0
-    spans = widened(a.get("benchmarks", [])), widened(b.get("benchmarks", []))
+    # each run's intervals as wide as the widest any engine showed on its machine: two
+    # runs apart differ by what a machine does between them, more than within one
+    spans = tuple(widened(r.get("benchmarks", []), r.get("engine_baselines") or [],
+                          machine_only=True) for r in (a, b))
     for pair in sorted(set(old) | set(new)):
         if pair not in old or pair not in new:
             lines.append(f"  {pair[0]} {pair[1]}: {'only in B' if pair in new else 'only in A'}")

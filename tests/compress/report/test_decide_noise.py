@@ -163,6 +163,20 @@ def test_compare_shows_a_change_beyond_the_noise_of_both_runs():
     assert "(+20%)" in text and "within noise" not in text
 
 
+def test_compare_reads_each_run_as_noisy_as_any_engine_on_its_machine():
+    """EfficientNet-Lite0 run twice here: FP32 on onnxruntime p90 8.34 ms with rounds
+    6.45..8.65, then 5.72 with 5.47..6.04, while OpenVINO's FP32 baseline spread
+    5.59..8.48 and 5.88..8.42 in the same runs: the machine, not the file, changed."""
+    a, b = _report(8.339, (6.447, 8.654)), _report(5.722, (5.469, 6.039))
+    assert "(-31%)" in "\n".join(compare(a, b))   # each engine's own spread: a change
+    for run, p90, span in ((a, 8.056, [5.589, 8.475]), (b, 7.681, [5.885, 8.418])):
+        run["engine_baselines"] = [{**run["benchmarks"][0], "engine": "openvino",
+                                    "latency_ms": {"p90": p90, "p90_interval": span}}]
+    assert "within noise" in "\n".join(compare(a, b))   # the machine's spread: not one
+    b["benchmarks"][0]["latency_ms"] = {"p90": 2.5, "p90_interval": [2.4, 2.6]}
+    assert "(-70%)" in "\n".join(compare(a, b))   # a real change still shows
+
+
 def test_compare_with_an_older_report_without_intervals_uses_the_tie_ratio():
     near = "\n".join(compare(_report(1.00), _report(1.02, (1.01, 1.03))))
     assert "within noise" in near
