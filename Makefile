@@ -71,18 +71,18 @@ search-ray: $(STAMP)
 # measured mix, tokens/s and quality against host-cpu and rpi5's language-model budgets
 slm: $(STAMP)
 	$(PY) examples/slm/slm_models.py smollm2-135m runs/slm-models
-	$(VENV)/bin/compress run examples/slm/pipeline.yaml; test $$? -le 1  # 1: the builder's INT4 misses the budgets, as the report says
+	$(VENV)/bin/compress run examples/slm/pipeline.yaml; test $$? -le 1  # 1 only if nothing fits a target (the builder's INT4 misses the budgets; the mix ships)
 
 # GPTQ (neural-compressor) beside the builder's INT4 files, calibrated on 2,048 tokens
 slm-gptq: $(STAMP)
 	$(PY) examples/slm/slm_models.py smollm2-135m runs/slm-models
-	$(VENV)/bin/compress run examples/slm/gptq.yaml; test $$? -le 1  # 1: INT4 files miss the budgets
+	$(VENV)/bin/compress run examples/slm/gptq.yaml; test $$? -le 1  # 1: a target with nothing that fits (the INT4 files miss the budgets)
 
 # The same through the GGUF route on llama.cpp (after make llama-cpp): its Q8_0, Q4_K_M
 # and Q4_0 beside two mixes measured here (examples/slm/llama_cpp.yaml)
 slm-llama-cpp: $(STAMP)
 	$(PY) examples/slm/slm_models.py smollm2-135m runs/slm-models
-	$(VENV)/bin/compress run examples/slm/llama_cpp.yaml; test $$? -le 1  # 1: Q4_0 and Q4_K_M miss the budgets, as the report says
+	$(VENV)/bin/compress run examples/slm/llama_cpp.yaml; test $$? -le 1  # 1: a target with nothing that fits (Q4_0 and Q4_K_M miss the budgets, as the report says)
 
 slm-parity: $(STAMP)
 	$(PY) examples/slm/parity.py $(SLM_ARGS)
