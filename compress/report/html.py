@@ -14,7 +14,7 @@ from compress.report.html_parts import (escape, machine_of, recommendation_card,
                                         table as _table)
 from compress.report.html_quality import quality_section
 from compress.report.notes import hottest, how_measured, machine_text
-from compress.report.words import GLOSSARY
+from compress.report.words import STRICT_MEANS, terms_used
 from profiles.check import meter_headline
 from runtimes.safe_text import safe_text
 
@@ -44,7 +44,7 @@ def _header(report: dict) -> str:
     passed = report.get("passed")
     word, css = ("PASSED", "good") if passed else ("FAILED", "bad")
     gated = ", ".join(report.get("gated_targets") or []) or "none"
-    strict = " (strict: unmeasured and off-target count as failures)" if report.get("strict") else ""
+    strict = f" ({STRICT_MEANS})" if report.get("strict") else ""
     sha = (report.get("pipeline") or {}).get("config_sha256", "")
     name = (report.get("pipeline") or {}).get("name", "pipeline")
     return (f'<h1>{escape(name)}: <span class="{css}">{word}</span></h1>'
@@ -169,8 +169,7 @@ def _search(report: dict) -> str:
 
 def _terms(body: str) -> str:
     """The glossary's terms that the page uses, each with its meaning."""
-    used = [(term, meaning) for term, meaning in GLOSSARY
-            if re.search(rf"(?<![\w-]){re.escape(term)}(?![\w-])", body, re.IGNORECASE)]
+    used = terms_used(body)
     # backticks mark a config key in the glossary (report.md's code spans)
     rows = "".join(f"<dt>{escape(term)}</dt><dd>"
                    + re.sub(r"`([^`]*)`", r"<code>\1</code>", escape(meaning)) + "</dd>"

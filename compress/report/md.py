@@ -3,6 +3,7 @@ reasons, errors, paths) goes through md(), so none can break a table or format t
 from __future__ import annotations
 
 from compress.report.mdtext import fmt, md
+from compress.report.words import STRICT_MEANS
 from compress.report.recommend_md import (glossary_lines, recommendation_lines,
                                           search_lines, verdict_sentence)
 from compress.report.md_tables import (artifact_table, benchmark_table, model_table,
@@ -198,8 +199,7 @@ def render_markdown(report: dict) -> str:
     details = quantization_details(report) + floor_details(report) + mix_details(report)
     details = ["## Quantization details", "", *details] if details else []
     verdict = "PASSED" if report["passed"] else "FAILED"
-    strict = (" (strict: unmeasured and off-target count as failures; no-meter does not)"
-              if report["strict"] else "")
+    strict = f" ({STRICT_MEANS})" if report["strict"] else ""
     head = [f"# {md(report['pipeline']['name'])}: {verdict}", "", *verdict_sentence(report),
             *recommendation_lines(report),
             f"Gated targets: {md(', '.join(report['gated_targets'])) or 'none'}{strict}."

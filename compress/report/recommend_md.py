@@ -3,20 +3,12 @@ target saying what to ship, each file's path and how to feed it (once per file),
 the terms the report uses."""
 from __future__ import annotations
 
-import re
-
 from compress.report import decide
 from compress.report.mdtext import md
-from compress.report.words import GLOSSARY, NONE, status_of
+from compress.report.words import NONE, answered, status_of, terms_used
 
 # the terms every report explains: the heading's sentence and the table use them
 ALWAYS = ("gated", "shippable", "candidate")
-
-
-def _answered(rec: dict, strict: bool) -> bool:
-    """Whether a gated target has something to ship: a variant on the device, or (unless
-    strict) a candidate, as the run's exit code counts it."""
-    return rec["status"] == decide.SHIP or (rec["status"] == decide.CANDIDATE and not strict)
 
 
 def _caveat(rec: dict) -> str:
@@ -46,7 +38,7 @@ def verdict_sentence(report: dict) -> list[str]:
              and r["status"] != decide.UNJUDGED]
     if not gated:
         return ["No target's budgets decide this run: none is gated, or none was judged.", ""]
-    failing = [r for r in gated if not _answered(r, report["strict"])]
+    failing = [r for r in gated if not answered(r, report["strict"])]
     if failing:
         return ["; ".join(map(_failure, failing)) + ".", ""]
     candidates = "; ".join(f"{md(r['target'])}: a candidate, {_caveat(r)}"
@@ -124,9 +116,8 @@ def recommendation_lines(report: dict) -> list[str]:
 
 def glossary_lines(text: str) -> list[str]:
     """The terms `text` (the rest of the report) uses, one line each."""
-    used = [(term, meaning) for term, meaning in GLOSSARY
-            if term in ALWAYS or re.search(rf"(?<![\w-]){re.escape(term)}(?![\w-])", text)]
-    return ["Terms:", "", *(f"- {term}: {meaning}" for term, meaning in used), ""]
+    return ["Terms:", "", *(f"- {term}: {meaning}" for term, meaning in terms_used(text, ALWAYS)),
+            ""]
 
 
 def search_lines(search: dict | None) -> list[str]:

@@ -5,8 +5,8 @@ and the verdict. Everything else is in report.md; a line here never repeats a fa
 holds for every row. Pure: lines out, the CLI prints them."""
 from __future__ import annotations
 
-from compress.report.decide import miss_side
-from compress.report.words import status_of, target_line
+from compress.report.decide import CANDIDATE, miss_side
+from compress.report.words import answered, status_of, target_line
 from profiles import FAIL, NO_METER, UNITS, UNMEASURED
 from profiles.check import DID_NOT_RUN
 
@@ -60,11 +60,12 @@ def _verdict(report: dict, passed: bool) -> str:
     gated = set(report.get("gated_targets") or ())
     recs = [r for r in report.get("recommendations", ()) if r["target"] in gated]
     if passed:
-        candidates = [r["target"] for r in recs if status_of(r) == "candidate"]
+        candidates = [r["target"] for r in recs if r["status"] == CANDIDATE]
         also = (f" ({', '.join(candidates)}: a candidate only, check it on the device)"
                 if candidates else "")
         return f"PASSED: something to ship on every gated target{also}"
-    short = [f"{r['target']} ({status_of(r)})" for r in recs if status_of(r) != "shippable"]
+    short = [f"{r['target']} ({status_of(r)})" for r in recs
+             if not answered(r, report.get("strict", False))]
     strict = " (--strict: a candidate does not count)" if report.get("strict") else ""
     return f"FAILED: nothing to ship on {', '.join(short)}{strict}"
 

@@ -5,6 +5,8 @@ status values (compress.report.decide: ship, candidate, nothing fits, unmeasured
 are how they read."""
 from __future__ import annotations
 
+import re
+
 from compress.report.decide import CANDIDATE, NOTHING_FITS, SHIP, UNJUDGED, UNMEASURED
 
 SHIPPABLE, NONE = "shippable", "none"
@@ -25,6 +27,23 @@ GLOSSARY = (
                  "here, judged where a meter is"),
     ("feeds", "the input arrays a model was run on (calibration or evaluation samples)"),
 )
+
+
+# what --strict changes, said wherever a report names it
+STRICT_MEANS = "strict: only a shippable variant counts, not a candidate"
+
+
+def answered(rec: dict, strict: bool) -> bool:
+    """Whether a target has something to ship, as the exit code counts it: a shippable
+    variant or, unless `strict`, a candidate (compress.runner.judging.passed)."""
+    return rec["status"] == SHIP or (rec["status"] == CANDIDATE and not strict)
+
+
+def terms_used(text: str, always: tuple[str, ...] = ()) -> list[tuple[str, str]]:
+    """The GLOSSARY's terms `text` uses as words (and `always`), with their meanings."""
+    return [(term, meaning) for term, meaning in GLOSSARY
+            if term in always or re.search(rf"(?<![\w-]){re.escape(term)}(?![\w-])", text,
+                                           re.IGNORECASE)]
 
 
 def status_of(rec: dict) -> str:

@@ -2,7 +2,8 @@
 target (compress.report.decide's recommendations)."""
 from __future__ import annotations
 
-from compress.report.decide import CANDIDATE, SHIP, UNJUDGED
+from compress.report.decide import UNJUDGED
+from compress.report.words import answered
 from profiles import check, unmeasured_language_verdicts, unmeasured_verdicts
 from profiles.check import did_not_run_verdicts
 
@@ -38,8 +39,7 @@ def target_answers(recommendations: list[dict], gated, strict: bool) -> dict[str
     budget left unmeasured (candidate). A variant that missed a budget is information: it
     decides nothing while another one ships. A target with no verdict at all (a pipeline
     without a benchmark stage judges nothing) is left out: nothing was asked of it."""
-    good = (SHIP,) if strict else (SHIP, CANDIDATE)
-    return {r["target"]: r["status"] in good for r in recommendations
+    return {r["target"]: answered(r, strict) for r in recommendations
             if r["target"] in gated and r["status"] != UNJUDGED}
 
 
