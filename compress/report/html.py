@@ -10,10 +10,10 @@ import itertools
 import re
 
 from compress.core.lazy import require
-from compress.report.html_parts import (escape, machine_of, recommendation_card, script_text,
+from compress.report.html_parts import (escape, recommendation_card, script_text,
                                         table as _table)
 from compress.report.html_quality import quality_section
-from compress.report.notes import hottest, how_measured, machine_text
+from compress.report.notes import hottest, how_measured, machine_of, machine_text
 from compress.report.words import STRICT_MEANS, terms_used
 from profiles.check import meter_headline
 from runtimes.safe_text import safe_text

@@ -9,7 +9,7 @@ import re
 
 from compress.report import decide
 from compress.report.mdtext import fmt
-from compress.report.notes import machine_text
+from compress.report.notes import machine_of
 from compress.report.words import status_of
 from profiles.check import METERED, NO_METER, UNMEASURED, meter_headline
 from runtimes.safe_text import safe_text
@@ -129,14 +129,6 @@ def _feeding(feeding: dict | None) -> str | None:
 def _bench(rec: dict, report: dict) -> dict:
     return next((b for b in report.get("benchmarks") or [] if b["target"] == rec["target"]
                  and b["artifact"] == rec["artifact"]), {})
-
-
-def machine_of(bench: dict) -> str:
-    """The machine a benchmark ran on and how it was reached, without the run's timings
-    (the same for every benchmark there)."""
-    remote = bench.get("remote")
-    return (machine_text(bench.get("measured_on") or {})
-            + (f", over SSH ({remote['host']})" if remote else ", on this machine"))
 
 
 def _measured(rec: dict, bench: dict) -> str:

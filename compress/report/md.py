@@ -12,7 +12,7 @@ from compress.report.md_tables import (artifact_table, benchmark_table, model_ta
 from compress.report.fleet import fleet_lines
 from compress.report.md_floor import floor_details
 from compress.report.md_lm import is_language_model, lm_benchmark_table, mix_details
-from compress.report.notes import (NO_NUMBER, footnote_groups, hottest, how_measured,
+from compress.report.notes import (NO_NUMBER, footnote_groups, hottest, how_measured, machine_of,
                                    machine_text)
 from profiles import NO_METER, UNITS
 from runtimes.safe_text import safe_text
@@ -119,8 +119,7 @@ def _machines(report: dict) -> list[list[dict]]:
     for b in report["benchmarks"]:
         first.setdefault(b["target"], b)
     for b in first.values():
-        key = (machine_text(b["measured_on"], md), (b.get("remote") or {}).get("host"),
-               _meter_text(b), b.get("emulated"))
+        key = (machine_of(b), _meter_text(b), b.get("emulated"))
         groups.setdefault(key, []).append(b)
     return list(groups.values())
 

@@ -126,3 +126,11 @@ def hottest(snapshot: dict) -> float | None:
     temps = [zone.get("temp_c") for zone in (snapshot.get("thermal") or {}).values()]
     temps = [t for t in temps if t is not None]
     return max(temps) if temps else None
+
+
+def machine_of(bench: dict) -> str:
+    """The machine a benchmark ran on and how it was reached, without the run's timings
+    (the same for every benchmark there): what report.md and report.html group by."""
+    remote = bench.get("remote")
+    return (machine_text(bench.get("measured_on") or {})
+            + (f", over SSH ({remote['host']})" if remote else ", on this machine"))
