@@ -30,7 +30,7 @@ from runtimes.bench_auto import bench_auto
 from runtimes.engine_choice import AUTO
 from runtimes.errors import RuntimeInputError
 from runtimes.hostinfo import describe_host
-from runtimes.loader import model_files
+from runtimes.formats import file_bytes
 from runtimes.measure import Timing, measure
 from runtimes.memory import current_rss_mb
 
@@ -72,11 +72,6 @@ def _energy_fields(energy: dict | None, meter_note: str | None) -> dict:
 
 def _open(model: str, engine: engines.Engine, opts: BenchOptions):
     return engine.open(model, opts.settings)
-
-
-def _size(model: str) -> int:
-    """The model's bytes, its weights file beside it included (loader.model_files)."""
-    return sum(os.path.getsize(part) for part in model_files(model))
 
 
 def _timed_feeds(session, raw: dict | None, opts: BenchOptions) -> tuple[dict, float]:
@@ -164,7 +159,7 @@ def bench(model: str, inputs: str | None, opts: BenchOptions, eval_inputs: str |
     if not opts.samples:
         timing.pop("latency_samples_ms")
     return {
-        "model": model, "size_bytes": _size(model), "runtime": engine_info,
+        "model": model, "size_bytes": file_bytes(model), "runtime": engine_info,
         "measured_on": _measured_on(engine_info), **timing,
         "idle_rss_mb": idle_rss, "model_rss_mb": timing["peak_rss_mb"] - idle_rss,
         **_energy_fields(energy, meter_note),

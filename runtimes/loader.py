@@ -4,16 +4,8 @@ from __future__ import annotations
 import os
 
 from runtimes import engines
+from runtimes.formats import model_files  # noqa: F401  (also imported from here)
 from runtimes.session import Session
-
-
-def model_files(path: str) -> list[str]:
-    """The files of a model: the file, and its weights beside it where it keeps them apart:
-    <name>.data for an ONNX model of 2 GiB or more (which protobuf cannot hold in one
-    file), <stem>.bin for an OpenVINO IR (<stem>.xml)."""
-    stem, suffix = os.path.splitext(path)
-    beside = stem + ".bin" if suffix.lower() == ".xml" else path + ".data"
-    return [path, beside] if os.path.isfile(beside) else [path]
 
 
 def engine_for(path: str) -> str:

@@ -27,6 +27,7 @@ from compress.config.stage_graph import GraphProblem, check_graph
 from compress.stagebase import STAGES, Strict
 from compress.config.yamlsource import line_for, load_yaml_with_lines
 from profiles.validation import clean_location, field_of, first_per_field, message_of
+from runtimes import formats
 from runtimes.suggest import IN_BETWEEN, did_you_mean
 
 
@@ -108,16 +109,17 @@ class Pipeline(Strict):
 
     @model_validator(mode="after")
     def _data_fits_model(self):
-        language = self.model.causal_lm is not None
+        language, given = self.model.language, self.model.format
         tensors = [role for role in DATA_ROLES if getattr(self.data, role) is not None]
         if language and (tensors or self.data.metric):
-            raise ValueError(f"a causal_lm is calibrated and evaluated on data.text, not "
+            raise ValueError(f"a {given} is calibrated and evaluated on data.text, not "
                              f"data.{(tensors or ['metric'])[0]}: remove it")
         if language and self.data.text is None:
-            raise ValueError("a causal_lm needs data.text: `text: {python_docs: true}`, "
+            raise ValueError(f"a {given} needs data.text: `text: {{python_docs: true}}`, "
                              "`text: {file: corpus.txt}` or `text: {loader: module:function}`")
         if self.data.text is not None and not language:
-            raise ValueError("data.text is for a causal language model (model.causal_lm)")
+            sources = ", ".join(f"model.{n}" for n in formats.names(formats.LANGUAGE, given=True))
+            raise ValueError(f"data.text is for a causal language model ({sources})")
         return self
 
     @model_validator(mode="after")
@@ -132,10 +134,12 @@ class Pipeline(Strict):
     @model_validator(mode="after")
     def _language_model_exported(self):
         # after the graph check: a stage given the wrong format says so first
-        if self.model.causal_lm is not None and \
-                not any(stage.type in ("export.genai", "export.gguf") for stage in self.stages):
-            raise ValueError("a causal_lm is measured against its float export: add "
-                             "`- type: export.genai` (or export.gguf) as the first stage")
+        exports = [formats.get(n).made_by for n in formats.names(
+            made_from=self.model.format, baseline=True)]
+        if self.model.language and not any(stage.type in exports for stage in self.stages):
+            raise ValueError(f"a {self.model.format} is measured against its float export: add "
+                             f"`- type: {exports[0]}` (or {', '.join(exports[1:])}) as the "
+                             "first stage")
         return self
 
     def stage_names(self) -> list[str]:

@@ -5,12 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compress.stagebase import STAGES
-
-FORMAT_NAMES = {"torch": "a torch model", "onnx": "an ONNX model", "tflite": "a TFLite model",
-                "openvino": "an OpenVINO IR model",
-                "causal_lm": "a causal language model (Hugging Face weights)",
-                "genai": "an onnxruntime-genai model folder", "gguf": "a GGUF file (llama.cpp)"}
-DEPLOYABLE = ("onnx", "tflite", "openvino", "genai", "gguf")   # what the benchmark measures
+from runtimes import formats
 
 
 @dataclass(frozen=True)
@@ -27,45 +22,46 @@ def _origin(parent: str, pipeline) -> str:
     return f"made by stage {index + 1} ({pipeline.stages[index].type})"
 
 
-def _problem(pipeline, index: int, given: str, parent: str, formats: dict) -> GraphProblem:
-    """Stage `index` is given `given` (made by `parent`), which it cannot take; `formats`:
+def _problem(pipeline, index: int, given: str, parent: str, made: dict) -> GraphProblem:
+    """Stage `index` is given `given` (made by `parent`), which it cannot take; `made`:
     the artifacts before it, one of which it may take instead."""
     stage = pipeline.stages[index]
     accepted = stage.formats()
-    takes = " or ".join(FORMAT_NAMES[f] for f in accepted) or "no model"
+    takes = " or ".join(formats.get(f).noun for f in accepted) or "no model"
     # earlier artifacts it could take instead, then what the stage itself suggests
     fixes = [f"`input: {name}`" + (" (the model as given)" if name == "source" else "")
-             for name, fmt in formats.items() if fmt in accepted][:3]
+             for name, fmt in made.items() if fmt in accepted][:3]
     fixes += [hint for hint in [stage.format_hint(given)] if hint]
     fix = f" Fix: {'; or '.join(fixes)}" if fixes else ""
     return GraphProblem(index, "input", (
         f"stage {index + 1} ({stage.type}) takes {takes}, but its input is "
-        f"{FORMAT_NAMES[given]} ({_origin(parent, pipeline)}).{fix}"))
+        f"{formats.get(given).noun} ({_origin(parent, pipeline)}).{fix}"))
 
 
 def check_graph(pipeline) -> dict[str, str]:
     """{artifact name: format} for the source and every stage; GraphProblem when a stage
     is given a format it cannot take, or benchmark names an artifact it cannot run."""
     names, stages = pipeline.stage_names(), pipeline.stages
-    formats, previous = {"source": pipeline.model.format}, "source"
+    made, previous = {"source": pipeline.model.format}, "source"
     for index, (stage, name) in enumerate(zip(stages, names)):
         if not STAGES[stage.type].produces_artifacts:
-            _check_benchmark(index, stage, formats)
+            _check_benchmark(index, stage, made)
             continue
         parent = stage.input or previous
-        given = formats[parent]
+        given = made[parent]
         turns = stage.formats()
         if given not in turns:
-            raise _problem(pipeline, index, given, parent, formats)
-        formats[name] = turns[given]
+            raise _problem(pipeline, index, given, parent, made)
+        made[name] = turns[given]
         previous = name
-    return formats
+    return made
 
 
-def _check_benchmark(index: int, stage, formats: dict) -> None:
+def _check_benchmark(index: int, stage, made: dict) -> None:
+    deployable = formats.names(deployable=True)   # what the benchmark measures
     for name in getattr(stage, "artifacts", None) or ():
-        if formats.get(name) not in DEPLOYABLE:
-            known = ", ".join(n for n, f in formats.items() if f in DEPLOYABLE) or "none"
+        if made.get(name) not in deployable:
+            known = ", ".join(n for n, f in made.items() if f in deployable) or "none"
             raise GraphProblem(index, "artifacts", (
                 f"benchmark.artifacts: '{name}' is not a deployable artifact of this "
                 f"pipeline; those are: {known}"))

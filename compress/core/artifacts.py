@@ -53,12 +53,12 @@ class Output:
 
 def artifact_files(path: Path) -> list[Path]:
     """The files of an artifact: the model and, where it keeps them apart, its weights
-    (runtimes.loader.model_files: the runner counts the same files in a model's size);
+    (runtimes.formats.model_files: the runner counts the same files in a model's size);
     every file of a folder artifact (a language model's), in a stable order."""
     path = Path(path)
     if path.is_dir():
         return sorted(p for p in path.rglob("*") if p.is_file())
-    from runtimes.loader import model_files
+    from runtimes.formats import model_files
     return [Path(p) for p in model_files(str(path))]
 
 

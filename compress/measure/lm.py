@@ -31,10 +31,10 @@ def _baselines(jobs) -> dict[str, object]:
 
 def _open(ctx, artifact, text):
     """The artifact's model, with room for a scored window and a prompt's generation."""
-    from runtimes.lm.formats import format_of
+    from runtimes.lm.engines import for_path
     path = ctx.path(artifact)
     room = max([text.window + 1, *(len(p) + GREEDY_TOKENS for p in text.prompts)])
-    return format_of(path).open(path, 2, all_logits=True, context=room + 1)
+    return for_path(path)[1].open(path, 2, all_logits=True, context=room + 1)
 
 
 def _greedy_agreement(model, reference, prompts) -> float | None:
@@ -84,11 +84,11 @@ def _metric(quality: dict) -> dict:
 
 def record(job, speed: dict, quality: dict, settings: dict) -> dict:
     """The report's row for one variant on one target."""
-    from runtimes.lm.formats import format_of
+    from runtimes.lm.engines import for_path
     from runtimes.measure import summarize_latencies
     path, context = Path(settings["path"]), settings["context_tokens"]
     steps = [ms for run in speed["runs"] for ms in run["step_ms"]]
-    kv_bytes = format_of(path).kv_cache_bytes(path, context)
+    kv_bytes = for_path(path)[1].kv_cache_bytes(path, context)
     return {
         "artifact": job.artifact.id, "format": job.artifact.format, "target": job.target,
         "baseline": job.is_baseline, "comparison": False, "engine": speed["engine"],

@@ -21,7 +21,7 @@ from compress.errors import ConfigError, MissingDependency, ModelError
 from compress.measure.client import engine_flags, engine_for, required_engine
 from export.op_support import ModelUnreadable, check, list_ops
 from export.op_tables import PRESET_TABLES, TABLES, OpTable, table_for
-from runtimes import engines
+from runtimes import engines, formats
 from runtimes.litert_compiled import GPU_DELEGATE
 from runtimes.safe_text import safe_text
 
@@ -81,7 +81,7 @@ def _runner_flags(target: Target) -> list[str]:
     """The runner's options for the placement `target` makes."""
     threads = target.settings.threads
     flags = ["--threads", str(threads)] if threads else []
-    fmt = engines.get(target.engine).formats[0]
+    fmt = formats.run_by(target.engine)[0]
     return flags + engine_flags(target.engine, target.settings, fmt)
 
 

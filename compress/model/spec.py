@@ -9,6 +9,7 @@ from pydantic.json_schema import SkipJsonSchema
 
 from compress.core.pyobjects import PyObject, is_onnx_model, is_torch_module
 from compress.stagebase import Strict
+from runtimes import formats
 
 DTYPES = Literal["float32", "float16", "float64", "int64", "int32", "int16", "int8",
                  "uint8", "bool"]
@@ -146,8 +147,14 @@ class ModelSpec(WithObjects):
         return next(name for name, source in zip(SOURCE_NAMES, sources_of(self))
                     if source is not None)
 
+    @property
+    def language(self) -> bool:
+        """Whether the source is a language model (the format table's kind): its data are
+        text, its benchmark tokens/s, its budgets a profile's `language_model:`."""
+        return formats.is_language(self.format)
 
-SOURCE_NAMES = ("torch", "onnx", "tflite", "causal_lm")
+
+SOURCE_NAMES = formats.names(given=True)   # ModelSpec's source fields, in their order
 
 
 def sources_of(spec: ModelSpec) -> tuple:

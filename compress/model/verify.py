@@ -4,14 +4,19 @@ that made it, naming the op or opset at fault, never later by the benchmark."""
 from __future__ import annotations
 
 from compress.errors import ModelError
-from runtimes.lm.formats import NAMES as LANGUAGE_FORMATS
+from runtimes import formats
 
 
-def _run_tflite(path, feed: dict, nhwc: bool, what: str) -> None:
+def _run_onnx(output, feed: dict, what: str) -> None:
+    from compress.model.onnx_errors import check_runs
+    check_runs(output.path, [feed], f"{what} made a model that")
+
+
+def _run_tflite(output, feed: dict, what: str) -> None:
     from compress.model.run import run_feeds
     from runtimes.errors import RuntimeInputError
     try:
-        run_feeds(path, None, [feed], nhwc=nhwc)
+        run_feeds(output.path, None, [feed], nhwc=output.meta.get("channels_last", False))
     except (RuntimeInputError, ValueError, RuntimeError) as exc:
         raise ModelError(f"{what} made a TFLite model that LiteRT cannot run: "
                          f"{' '.join(str(exc).split())[:400]}") from None
@@ -22,12 +27,12 @@ def _run_language_model(path, what: str) -> None:
     import numpy as np
 
     from runtimes.errors import RuntimeInputError
-    from runtimes.lm.formats import format_of
-    form = format_of(path)
+    from runtimes.lm.engines import for_path
+    form = for_path(path)[1]
     try:
         logits = form.open(path, 1, all_logits=True, context=16).logits([1, 2, 3, 4])
     except (RuntimeInputError, RuntimeError, ValueError) as exc:
-        raise ModelError(f"{what} made a model {form.engine} cannot run: "
+        raise ModelError(f"{what} made a model {form.name} cannot run: "
                          f"{' '.join(str(exc).split())[:400]}") from None
     if not np.isfinite(logits).all():
         raise ModelError(f"{what} made a model whose logits hold NaN or infinity")
@@ -37,13 +42,13 @@ def verify_outputs(outputs, ctx, what: str) -> None:
     """Load and run the first feed through each ONNX or TFLite output of a stage, and a
     few token ids through a language model's."""
     for output in outputs:
-        if output.format in LANGUAGE_FORMATS:
+        if formats.is_language(output.format):
             _run_language_model(output.path, what)
-    tensors = [output for output in outputs if output.format in ("onnx", "tflite")]
+    tensors = [output for output in outputs if output.format in _TENSOR_RUNS]
     feed = ctx.sample_feeds(1)[0][0] if tensors else None
     for output in tensors:
-        if output.format == "onnx":
-            from compress.model.onnx_errors import check_runs
-            check_runs(output.path, [feed], f"{what} made a model that")
-        elif output.format == "tflite":
-            _run_tflite(output.path, feed, output.meta.get("channels_last", False), what)
+        _TENSOR_RUNS[output.format](output, feed, what)
+
+
+# a tensor model's one call, per format (an OpenVINO IR is checked by its export stage)
+_TENSOR_RUNS = {"onnx": _run_onnx, "tflite": _run_tflite}

@@ -6,17 +6,13 @@ to its float onnxruntime-genai folder."""
 from __future__ import annotations
 
 from compress.stagebase import STAGES
-
-EXPORT_STAGE = {"onnx": "export.onnx", "tflite": "export.tflite", "genai": "export.genai",
-                "gguf": "export.gguf"}
-# the source format each export stage takes (an ONNX model is not converted to TFLite)
-EXPORTED_FROM = {"onnx": "torch", "tflite": "torch", "genai": "causal_lm", "gguf": "causal_lm"}
+from runtimes import formats
 
 
 def baseline_config(pipeline, fmt: str):
     """The export stage config that makes the source's FP32 `fmt` model: the pipeline's
     first stage of that type with `input: source` (FP32 for TFLite), else the default."""
-    stage_type = EXPORT_STAGE[fmt]
+    stage_type = formats.get(fmt).made_by
     config_cls = STAGES[stage_type].config_cls
     first = next((s for s in pipeline.stages if s.type == stage_type), None)
     settings = first.model_dump(exclude={"name", "input"}) if first is not None else {}
@@ -28,4 +24,11 @@ def baseline_config(pipeline, fmt: str):
 
 
 def formats_needed(candidates) -> list[str]:
-    return sorted({artifact.format for artifact in candidates} & set(EXPORT_STAGE))
+    """The formats among `candidates` that have a float baseline (runtimes.formats)."""
+    return sorted({artifact.format for artifact in candidates} & set(formats.names(baseline=True)))
+
+
+def exported_from(fmt: str) -> str:
+    """The source format whose float export in `fmt` is the baseline (an ONNX model is not
+    converted to TFLite, nor TFLite to ONNX)."""
+    return formats.get(fmt).made_from

@@ -223,26 +223,21 @@ def _check_reference(ctx) -> None:
 
 def _check_language_model(ctx) -> None:
     """A causal LM before any work: a model the pipeline starts from, text it can read."""
-    from compress.model.causal_lm import check_pipeline_source
-    pipeline, given = ctx.pipeline, ctx.pipeline.model.causal_lm
-    if isinstance(given, str):
-        check_pipeline_source(pipeline.resolve(given))
-    else:   # an object from Python: its tokenizer is found now, not after the source stage
-        from compress.model.causal_lm import model_and_tokenizer
-        model_and_tokenizer(given)
+    from compress.model.language import check_given
+    check_given(ctx.pipeline, objects=True)
     ctx.text()   # read once, here: a missing file or a failing loader stops the run now
 
 
 def preflight(ctx) -> None:
     check_run_dir(ctx.pipeline)
     check_tracking(ctx.pipeline)
-    if ctx.pipeline.model.causal_lm is not None:
+    if ctx.pipeline.model.language:
         _check_language_model(ctx)
     else:
         _check_data(ctx)
     _check_meters(ctx)
     _check_local_pythons(ctx)
-    if ctx.pipeline.model.causal_lm is None:
+    if not ctx.pipeline.model.language:
         check_model_runs(ctx)
     if ctx.dataset("evaluation") is not None:
         _check_reference(ctx)

@@ -6,8 +6,7 @@ from compress.report.decide import UNJUDGED
 from compress.report.words import answered
 from profiles import check, unmeasured_language_verdicts, unmeasured_verdicts
 from profiles.check import did_not_run_verdicts
-
-from runtimes.lm.formats import NAMES as LANGUAGE_FORMATS   # judged by language_model
+from runtimes import formats
 
 
 def verdicts_of(benchmarks: list[dict], skipped: list[dict], artifacts, targets) -> list:
@@ -19,7 +18,7 @@ def verdicts_of(benchmarks: list[dict], skipped: list[dict], artifacts, targets)
     for bench in benchmarks:
         verdicts.extend(check(bench, profiles[bench["target"]], bench["artifact"], bench["target"]))
     sizes = {a.id: a.size_bytes for a in artifacts}
-    language = {a.id for a in artifacts if a.format in LANGUAGE_FORMATS}
+    language = {a.id for a in artifacts if formats.is_language(a.format)}  # judged by language_model
     for miss in skipped:
         profile, artifact, target = profiles[miss["target"]], miss["artifact"], miss["target"]
         if miss.get("died"):   # the variant did not fit the device: failed, not unmeasured

@@ -7,18 +7,18 @@ from __future__ import annotations
 import time
 
 from compress.config.data import DATA_ROLES
-from compress.config.stage_graph import DEPLOYABLE
 from compress.core.artifacts import Artifact, StageDir, cache_key
 from compress.core.stage_cache import Untrusted
 from compress.errors import CompressError, StageError
 from compress.measure.fleet import close_fleets
 from compress.model.source import external_digest, source_digest, write_source
 from compress.model.verify import verify_outputs
-from compress.runner.baselines import EXPORTED_FROM, baseline_config, formats_needed
+from compress.runner.baselines import baseline_config, exported_from, formats_needed
 from compress.runner.context import RunContext
 from compress.runner.manifest import package_versions
 from compress.stagebase import STAGES
 from compress.stages.benchmark import plan_jobs
+from runtimes import formats
 
 
 def _versions_key() -> dict:
@@ -99,7 +99,7 @@ def _run_stages(ctx: RunContext) -> tuple[list[Artifact], list[str], object, dic
     source = _run_stage(ctx, "00-source", source_key, lambda: (
         [write_source(pipeline, ctx.source_model, ctx.out_dir)], "source", None, {}))[0]
     ctx.source_artifact = source
-    if source.format == "causal_lm":   # before any export: can it fit a target at all?
+    if formats.is_language(source.format):   # before any export: can it fit a target at all?
         from compress.model.lm_memory import check_fits
         check_fits(ctx.path(source), ctx.targets, ctx.progress.note)
     by_name, artifacts, consumed, by_key = {"source": source}, [source], set(), {}
@@ -126,7 +126,7 @@ def _baselines(ctx: RunContext, picked: list[Artifact], by_key: dict) -> list[Ar
         if source.format == fmt:
             found.append(source)
             continue
-        if source.format != EXPORTED_FROM[fmt]:
+        if source.format != exported_from(fmt):
             continue  # an ONNX model is not converted to TFLite, nor TFLite to ONNX
         config = baseline_config(ctx.pipeline, fmt)
         key, _ = _stage_key(ctx, config, source)
@@ -142,7 +142,7 @@ def _candidates(artifacts: list[Artifact], consumed: list[str],
                 chosen: tuple[str, ...] | None) -> list[Artifact]:
     """The artifacts to measure: those named in the benchmark stage, or else every final
     (unconsumed) deployable artifact (the graph check made sure named ones exist)."""
-    deployable = [a for a in artifacts if a.format in DEPLOYABLE]
+    deployable = [a for a in artifacts if formats.get(a.format).deployable]
     if chosen is None:
         return [a for a in deployable if a.id not in consumed]
     by_id = {a.id: a for a in artifacts}

@@ -35,9 +35,9 @@ def _check_model(pipeline) -> None:
         _code(pipeline, model.torch.factory, "model.torch.factory")
         if model.torch.checkpoint:
             _file(pipeline, model.torch.checkpoint, "model.torch.checkpoint")
-    if isinstance(model.causal_lm, str):
-        from compress.model.causal_lm import check_pipeline_source
-        check_pipeline_source(pipeline.resolve(model.causal_lm))
+    if model.language:
+        from compress.model.language import check_given
+        check_given(pipeline)
 
 
 def _check_data(pipeline) -> None:

@@ -25,7 +25,7 @@ from compress.measure.client import (AUTO, baseline_engines, device_flags, engin
 from compress.measure.exits import Unavailable, unmeasured
 from compress.stagebase import StageConfig, register
 from runtimes import engines
-from runtimes.lm.formats import engine_of as lm_engine
+from runtimes import formats
 from runtimes.result import Measurement
 
 
@@ -93,8 +93,8 @@ def plan_jobs(candidates, targets, cores: dict[str, int],
             runtime = profile.runtime
             engine, others = (baseline_engines(runtime, artifact.format) if is_baseline
                               else (engine_for(runtime, artifact.format), ()))
-            if lm_engine(artifact.format):   # a language model's format has one engine
-                engine, others = lm_engine(artifact.format), ()
+            if formats.is_language(artifact.format):   # each format has one engine
+                engine, others = formats.engines_of(artifact.format)[0], ()
             if engine is None:
                 skipped.append({"artifact": artifact.id, "target": target, "reason":
                                 f"{target} runs {runtime.listed()} only (runtime.engines in its "
@@ -254,7 +254,7 @@ def _items(rounds: _Rounds, round_index: int) -> list[Item]:
 @register(Benchmark, produces_artifacts=False)
 def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
     """`jobs`: what plan_jobs made of the candidates and the pipeline's targets."""
-    if ctx.pipeline.model.causal_lm is not None:
+    if formats.is_language(ctx.pipeline.model.format):   # timed in tokens/s
         return measure_lm(jobs, config, ctx)
     files = write_inputs(ctx, ctx.out_dir)
     metric_info = files[2]

@@ -43,17 +43,17 @@ class ExportGenai(LMExport):
 
 
 def parity(ctx, path, config: LMExport) -> dict:
-    """Torch against the export at `path` (a folder or a file of runtimes.lm.formats) on
+    """Torch against the export at `path` (a folder or a file of runtimes.formats) on
     the first `parity_tokens` evaluation ids, and greedy generations on the prompts;
     ModelError past the limits (`config`: an export stage's settings)."""
     from compress.model.causal_lm import TorchLM
-    from runtimes.lm.formats import format_of
+    from runtimes.lm.engines import for_path
     from runtimes.lm.quality import Reference
     text = ctx.lm_text()
     ids = list(text.evaluation[:config.parity_tokens + 1])
     torch_lm = TorchLM(ctx.path(ctx.source_artifact))
     longest = max([len(ids), *(len(p) + config.generated_tokens for p in text.prompts)])
-    export = format_of(path).open(path, 2, all_logits=True, context=longest + 1)
+    export = for_path(path)[1].open(path, 2, all_logits=True, context=longest + 1)
     quality = Reference(torch_lm.logits, ids, text.window).score(export.logits).as_dict()
     change = quality["perplexity_increase"]
     if abs(change) > config.max_perplexity_change:

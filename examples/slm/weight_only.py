@@ -37,7 +37,7 @@ from compress.quant.lm.sensitivity import measure_sensitivity, rank  # noqa: E40
 from compress.quant.lm.units import units_of  # noqa: E402
 from runtimes.errors import RuntimeInputError  # noqa: E402
 from runtimes.lm.bench import Workload, measure_in_processes  # noqa: E402
-from runtimes.lm.formats import format_of  # noqa: E402
+from runtimes.lm.engines import for_path  # noqa: E402
 from runtimes.lm.genai import folder_bytes  # noqa: E402
 from runtimes.lm.llamacpp import import_llama_cpp  # noqa: E402
 
@@ -196,7 +196,7 @@ def main() -> int:
                                   Workload(128, args.new_tokens, args.threads, ids[:128]),
                                   args.rounds)
     for row, speed in zip(rows, speeds):
-        row["bytes"] = format_of(row["folder"]).weights_bytes(Path(row["folder"]))
+        row["bytes"] = for_path(row["folder"])[0].size(Path(row["folder"]))
         if "quality" not in row:
             scorer = row.pop("route", route)
             row["quality"] = scorer.score(Path(row["folder"]), reference).as_dict()

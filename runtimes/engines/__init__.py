@@ -1,10 +1,11 @@
 """Engines: what runs a model file, one module each, registered here.
 
-An engine module describes itself with one `Engine` record (the file suffixes and the
-artifact formats it runs, the modules whose presence says it is installed, the pip
-package that installs it on a device) and the four functions the rest of the project
-calls instead of naming the engine: open a session, report where each node ran, turn
-the settings into the runner's command-line flags, and add those flags to the runner.
+An engine module describes itself with one `Engine` record (the file suffixes it opens,
+the modules whose presence says it is installed, the pip package that installs it on a
+device; the artifact formats it runs are the format table's, runtimes/formats.py) and
+the four functions the rest of the project calls instead of naming the engine: open a
+session, report where each node ran, turn the settings into the runner's command-line
+flags, and add those flags to the runner.
 Everything about one engine is in its module; adding an engine is one module imported at
 the bottom of this file and, at most, one profile key.
 
@@ -19,6 +20,7 @@ import importlib.util
 import os
 from runtimes.engines.base import REGISTRY as _REGISTRY
 from runtimes.engines.base import Engine, Settings, option_text, register  # noqa: F401 (the registry's API)
+from runtimes import formats
 from runtimes.errors import ProviderUnavailable, RuntimeInputError
 
 
@@ -57,8 +59,10 @@ def default_for(path: str) -> Engine:
 
 
 def for_format(fmt: str) -> tuple[Engine, ...]:
-    """The engines that run artifacts of the pipeline's format `fmt`."""
-    return tuple(e for e in _REGISTRY.values() if fmt in e.formats)
+    """The engines that run artifacts of the pipeline's format `fmt` (the format table's,
+    runtimes/formats.py), in registration order."""
+    named = formats.engines_of(fmt)
+    return tuple(e for e in _REGISTRY.values() if e.name in named)
 
 
 def installed(engine: Engine) -> bool:

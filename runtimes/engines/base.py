@@ -31,8 +31,8 @@ class Settings:
 @dataclass(frozen=True)
 class Engine:
     name: str
-    suffixes: tuple[str, ...]        # model files it opens (".onnx")
-    formats: tuple[str, ...]         # the pipeline's artifact formats it runs ("onnx")
+    suffixes: tuple[str, ...]        # model files it opens (".onnx"); the pipeline's
+    #                                  formats it runs are the format table's
     modules: tuple[str, ...]         # importable modules, any one of which means installed
     pip: str                         # the package that installs it on a device
     open: Callable                   # (path, Settings) -> runtimes.session.Session

@@ -119,7 +119,7 @@ def _preload(settings: Settings) -> None:
 
 
 ENGINE = register(Engine(
-    name="litert", suffixes=(".tflite",), formats=("tflite",),
+    name="litert", suffixes=(".tflite",),
     # tensorflow's tf.lite is the last fallback (litert_session.interpreter_module)
     modules=("ai_edge_litert", "tflite_runtime", "tensorflow"), pip="ai-edge-litert",
     open=_open,

@@ -56,7 +56,7 @@ def _preload(settings: Settings) -> None:
 
 
 ENGINE = register(Engine(
-    name="onnxruntime", suffixes=(".onnx",), formats=("onnx",), modules=("onnxruntime",),
+    name="onnxruntime", suffixes=(".onnx",), modules=("onnxruntime",),
     pip="onnxruntime", open=_open, placement=_placement, flags=_flags,
     add_arguments=_add_arguments,
     settings_from=lambda args: {"providers": parse_providers(args.provider,

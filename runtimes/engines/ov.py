@@ -41,7 +41,7 @@ def _preload(settings) -> None:
 
 
 ENGINE = register(Engine(
-    name="openvino", suffixes=SUFFIXES, formats=("onnx", "openvino"), modules=("openvino",),
+    name="openvino", suffixes=SUFFIXES, modules=("openvino",),
     pip="openvino", open=_open, placement=_placement, flags=_flags,
     add_arguments=_add_arguments,
     settings_from=lambda args: {"precision": args.precision, "device": args.openvino_device},

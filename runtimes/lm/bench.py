@@ -1,5 +1,5 @@
 """Tokens per second of a language model (an onnxruntime-genai folder or a GGUF file on
-llama.cpp: runtimes/lm/formats.py), measured in this process (one fresh process per
+llama.cpp: runtimes/lm/engines.py), measured in this process (one fresh process per
 measurement: `python -m runtimes lm-bench PATH`), and the launcher that repeats it in
 fresh processes and reports medians with their spread.
 
@@ -28,7 +28,7 @@ from typing import Callable, Optional
 from runtimes.bench_options import thread_count
 from runtimes.errors import ProviderUnavailable
 from runtimes.hostinfo import describe_host
-from runtimes.lm.formats import format_of
+from runtimes.lm.engines import for_path
 from runtimes.lm.provider import LMProvider, parse_option
 from runtimes.lm.text import python_docs_text
 
@@ -71,7 +71,7 @@ def measure(path: Path, work: "Workload") -> dict:
     ids to feed (every format then gets the same); else the text's first in its
     tokenizer."""
     prompt_tokens, new_tokens, threads = work.prompt_tokens, work.new_tokens, work.threads
-    form = format_of(path)
+    row, form = for_path(path)
     form.runtime()      # the runtime's base: its libraries loaded, no model yet
     base = _status_mb("VmRSS")
     started = time.perf_counter()
@@ -100,7 +100,7 @@ def measure(path: Path, work: "Workload") -> dict:
             "decode_tok_s": decoded / decode_s if decoded else 0.0, "step_ms": step_ms,
             "threads": threads, "provider": work.provider.name if work.provider else None,
             "rss_base_mb": base, "rss_loaded_mb": loaded,
-            "peak_rss_mb": _status_mb("VmHWM"), "weights_bytes": form.weights_bytes(path),
+            "peak_rss_mb": _status_mb("VmHWM"), "weights_bytes": row.size(path),
             "kv_cache_bytes": form.kv_cache_bytes(path, len(prompt) + new_tokens),
             # what a device's run can be checked by: the same greedy ids as the host's
             "generated_ids": picked, "measured_on": describe_host(),
