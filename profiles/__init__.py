@@ -1,4 +1,12 @@
-"""Device budget profiles: budgets are data (profiles/*.yaml), checked by a pure function."""
+"""Device budget profiles: budgets are data (profiles/*.yaml), checked by a pure function.
+
+    schema.py      A profile's schema: device, runtime, export preset, budgets
+    loader.py      Profiles found and loaded by name (the YAML beside this module) or path
+    yamlread.py    A YAML file a person wrote, read safely and strictly (line numbers kept)
+    validation.py  pydantic's errors in the words of the file a person wrote
+    providers.py   The onnxruntime execution providers a profile can ask for, their options
+    check.py       `check(measurement, profile) -> [Verdict]`: pure, table-driven
+"""
 from profiles.check import (AT_LEAST, FAIL, MEMORY_FIT, NO_METER, OFF_TARGET, PASS, UNITS,
                             UNMEASURED, Verdict, budget_limits, check, on_target, unmeasured_language_verdicts,
                             unmeasured_verdicts)

@@ -79,7 +79,7 @@ def device_flags(profile) -> tuple[str, ...]:
 def min_metric_flag(engine: str, max_drop: float | None, metric: dict) -> list[str]:
     """With engine auto and an accuracy budget, the least metric the runner's chosen engine
     must reach (the source's metric less the drop allowed), so that the engine is chosen
-    by the budget, not by speed alone (runtimes/bench_auto.py)."""
+    by the budget, not by speed alone (runtimes/bench/auto.py)."""
     if engine != AUTO or max_drop is None or metric.get("custom"):
         return []
     return ["--min-metric", f"{metric['baseline'] - max_drop:.6g}"]

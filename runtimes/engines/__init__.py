@@ -12,6 +12,11 @@ the bottom of this file and, at most, one profile key.
 Every engine reads its own fields of one `Settings` record and ignores the rest, so the
 runner and the benchmark stage pass settings around without knowing which engine takes
 which.
+
+    base.py      The `Engine` record, the `Settings` every engine reads, the registry
+    ort.py       onnxruntime: .onnx files on the CPU or an execution provider
+    litert.py    LiteRT (ai-edge-litert, or tflite-runtime): .tflite files, XNNPACK or a delegate
+    ov.py        OpenVINO: ONNX files and OpenVINO IR (.xml), compiled for a device
 """
 from __future__ import annotations
 

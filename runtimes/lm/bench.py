@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from runtimes.bench_options import thread_count
+from runtimes.bench.options import thread_count
 from runtimes.errors import ProviderUnavailable
 from runtimes.hostinfo import describe_host
 from runtimes.lm.engines import for_path

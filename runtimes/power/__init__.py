@@ -5,6 +5,14 @@ over the sensors an edge device or a host has, one small module per meter.
 order of AUTO_ORDER and takes the first one present; "none" turns metering off; a meter
 named explicitly that is not present is an error (RuntimeInputError) saying what was
 looked for and how to fix it, so a profile that asks for a meter never silently gets none.
+
+    base.py        What every meter shares: background sampling, the idle baseline, rails
+    rapl.py        Intel and AMD RAPL energy counters (Linux powercap)
+    ina3221.py     Jetson's INA3221 monitors through hwmon
+    tegrastats.py  Jetson's `tegrastats`, run while sampling
+    pi5_pmic.py    Raspberry Pi 5's PMIC rails through `vcgencmd pmic_read_adc`
+    nvml.py        NVIDIA GPU power through NVML
+    command.py     A user's shell command that prints watts
 """
 from __future__ import annotations
 

@@ -26,7 +26,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from runtimes.bench_options import max_threads
+from runtimes.bench.options import max_threads
 # _unsafe: the characters that drive a terminal (C0 but newline and tab, DEL, C1, bidi)
 from tests.adversarial.test_terminal_text import CLEAR, TITLE, _unsafe
 from tests.conftest import child_env, run_cli, write_pipeline

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from runtimes.bench import main
-from runtimes.bench_options import parser
+from runtimes.bench.options import parser
 from runtimes.feeds import OUTPUTS_KEY, read_npz, synthetic_feeds
 from runtimes.session import TensorSpec
 

@@ -22,11 +22,11 @@ import time
 from runtimes import conditions, engines
 from runtimes import feeds as feeds_mod
 from runtimes import sysread
-from runtimes.bench_metric import evaluate_feeds, layout
-from runtimes.bench_options import BenchOptions, options_from, parser
-from runtimes.bench_report import print_human
+from runtimes.bench.metric import evaluate_feeds, layout
+from runtimes.bench.options import BenchOptions, options_from, parser
+from runtimes.bench.report import print_human
 from runtimes.cpus import available_cpus, pin
-from runtimes.bench_auto import bench_auto
+from runtimes.bench.auto import bench_auto
 from runtimes.engine_choice import AUTO
 from runtimes.errors import RuntimeInputError
 from runtimes.hostinfo import describe_host

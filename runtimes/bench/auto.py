@@ -14,8 +14,8 @@ import subprocess
 import sys
 
 from runtimes import engines
-from runtimes.bench_options import BenchOptions
-from runtimes.bench_report import print_human
+from runtimes.bench.options import BenchOptions
+from runtimes.bench.report import print_human
 from runtimes.cpus import pin
 from runtimes.engine_choice import choose
 

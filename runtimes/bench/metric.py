@@ -3,7 +3,7 @@ against the labels or the reference outputs the inputs file holds (runtimes.metr
 from __future__ import annotations
 
 from runtimes import feeds as feeds_mod
-from runtimes.bench_options import BenchOptions
+from runtimes.bench.options import BenchOptions
 from runtimes.errors import RuntimeInputError
 from runtimes.metrics import Scoring, evaluate
 
