@@ -2,15 +2,14 @@
 checked against torch, and checked that what was promised to be int8 is int8."""
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import Literal, Optional
 
 from pydantic import Field, PositiveInt, model_validator
 
 from compress.core.artifacts import Output
 from compress.errors import ModelError
 from compress.core.lazy import require
-from compress.quant.schemes import bias_method
-from compress.quant.schemes.base import FloorSettings
+from compress.quant.schemes.base import FloorSettings, Int8Refinements
 from compress.stagebase import StageConfig, register
 from compress.model.parity import parity_inputs, torch_outputs
 from export import presets
@@ -18,7 +17,7 @@ from export import presets
 PRECISION = {"fp32": "fp32", "fp16": "fp16", "dynamic-int8": "int8-dynamic", "int8": "int8"}
 
 
-class ExportTflite(StageConfig, FloorSettings):
+class ExportTflite(StageConfig, FloorSettings, Int8Refinements):
     # 2: int8 output ranges widened to the float model's true extremes; 3: bias correction
     # 4: the fast bias correction by default; 5: GPTQ rounding, both ranges, checked
     # 6: the fidelity floor and its recovery by mixed precision; 7: its take-backs from
@@ -34,20 +33,6 @@ class ExportTflite(StageConfig, FloorSettings):
         "zero point recorded; float otherwise)")
     channels_last: bool = Field(False, description="NHWC image inputs, as TFLite users feed them")
     samples: PositiveInt = Field(256, description="calibration samples for mode int8")
-    bias_correction: Optional[Union[bool, Literal["fast", "sequential"]]] = Field(
-        None, description="mode int8: bias correction of every convolution and fully "
-        "connected layer against the float model. Default (unset): the fast correction, "
-        "kept only where it raises the output SQNR on the calibration feeds (docs/tflite.md); "
-        "true/fast: one pass of the float model, always; sequential: layer by layer with the "
-        "int8 model (far slower; docs/reference.md); false: off")
-    bias_correction_samples: PositiveInt = Field(
-        64, description="calibration samples used for bias correction and weight rounding "
-        "(spread evenly)")
-    weight_rounding: Literal["nearest", "gptq"] = Field(
-        "gptq", description="mode int8: how the int8 weights are rounded: gptq, "
-        "error-compensating against the layer's inputs on the calibration feeds (same "
-        "scales, same speed), or nearest (ai-edge-quantizer's); with bias_correction unset "
-        "both are tried and the better kept")
     activation_ranges: Literal["auto", "average", "minmax"] = Field(
         "auto", description="mode int8: how activation ranges are taken from the "
         "calibration data: average (ai-edge-quantizer's moving average of each sample's "
@@ -147,7 +132,7 @@ def run(artifact, config: ExportTflite, ctx) -> list[Output]:
         meta = post.quantize_file(fp32, target, config.mode, ctx, {
             "samples": config.samples, "channels_last": config.channels_last,
             "int8": Int8Settings(config.activation_ranges,
-                                 bias_method(config.bias_correction),
+                                 config.bias_method(),
                                  config.weight_rounding, config.bias_correction_samples,
                                  config.floor_db, config.recover),
             "purpose": "export.tflite in mode int8"})

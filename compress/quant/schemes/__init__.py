@@ -35,6 +35,6 @@ from compress.quant.schemes.registry import (SCHEMES, SchemeSpec, register_schem
 for _module in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
     importlib.import_module(f"{__name__}.{_module.name}")
 
-from compress.quant.schemes.int8_static import DEFAULT_BIAS_METHOD, bias_method  # noqa: E402,F401
+from compress.quant.schemes.base import DEFAULT_BIAS_METHOD, bias_method  # noqa: E402,F401
 
 SCHEME_CONFIGS = scheme_configs()

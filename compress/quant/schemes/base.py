@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Literal, Optional, Union
 
-from pydantic import BaseModel, Field, NonNegativeFloat
+from pydantic import BaseModel, Field, NonNegativeFloat, PositiveInt
 
 from compress.stagebase import StageConfig
 from export import presets
@@ -93,6 +93,55 @@ class FloorSettings(BaseModel):
         "most 16 bits (float where 16 are not enough or the op has none), one at a time "
         "until the floor holds, then take back each the floor holds without; every step is "
         "recorded. false: only say the model is below the floor")
+
+
+# Bias correction when `bias_correction` is unset, ONNX and TFLite alike (docs/int8.md,
+# docs/tflite.md): the fast correction, checked on the calibration feeds and kept where it
+# helps (on TFLite alongside GPTQ rounding and two range estimators)
+DEFAULT_BIAS_METHOD = "checked"
+
+
+def bias_method(setting) -> Optional[str]:
+    """A `bias_correction` setting (unset, true, false, fast, sequential) as the method
+    run: None (off), checked, fast or sequential."""
+    if setting is None:
+        return DEFAULT_BIAS_METHOD
+    return {False: None, True: "fast"}.get(setting, setting)
+
+
+class Int8Refinements(BaseModel):
+    """The INT8 refinements' settings, declared once for int8-static (ONNX) and
+    export.tflite's int8 (compress/quant/passes/: one pass, a back end per format)."""
+    # Measured on the conformance corpus (docs/int8.md): the fast correction lifted
+    # EfficientNet-Lite0 (top-1 agreement 0.924 -> 0.971) and YOLOv8n (+2.1 dB) and cost
+    # ddddocr's detector 1.5 dB, which the check on the calibration feeds catches; the
+    # sequential one lowered YOLOv8n (29.4 -> 26.8 dB) and the orientation classifier and
+    # took 6-16x longer. On full-int8 TFLite the fast correction (tflite_fast_bias.py)
+    # gave EfficientNet-Lite0 the sequential one's top-1 (0.962) with an export of 27.9 s
+    # instead of 138 s, and CREPE 24.9 dB where the sequential one gave 25.5 (the default
+    # since adds GPTQ rounding and a second range estimator: 0.971, 18.6 s; docs/tflite.md).
+    bias_correction: Optional[Union[bool, Literal["fast", "sequential"]]] = Field(
+        None, description="int8: undo the output mean shift quantization adds to every "
+        "convolution and fully connected layer. Default (unset): the fast correction (one "
+        "float pass), kept only where it raises the output SQNR on the calibration feeds "
+        "(docs/int8.md, docs/tflite.md); true/fast: always; sequential: layer by layer with "
+        "the int8 model (far slower); false: off")
+    # 64: the pass over them is most of what the default adds to quantize_static's time;
+    # 128 moved no CNN of the corpus by more than 0.3 dB (docs/rounding.md)
+    bias_correction_samples: PositiveInt = Field(
+        64, description="calibration samples used for bias correction and weight rounding "
+        "(spread evenly)")
+    # Measured on the corpus (docs/rounding.md): with GPTQ rounding EfficientNet-Lite0 went
+    # from 23.1 to 25.1 dB and YOLOv8n from 30.0 to 31.3 dB; the default's check keeps, per
+    # model, the best of as quantized / corrected / rounded (and corrected where that won).
+    weight_rounding: Literal["nearest", "gptq"] = Field(
+        "gptq", description="int8: how the weights are rounded: gptq, error-compensating "
+        "against the layer's inputs on the calibration feeds (same scales, same speed), or "
+        "nearest (quantize_static's, ai-edge-quantizer's); with bias_correction unset both "
+        "are tried and the better kept")
+
+    def bias_method(self) -> Optional[str]:
+        return bias_method(self.bias_correction)
 
 
 class OnnxruntimeOnly:

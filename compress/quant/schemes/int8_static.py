@@ -3,29 +3,15 @@ the INT8 passes of compress/quant/passes/), ai-edge-quantizer's full int8 for a 
 model, neural-compressor from a torch model; its settings and its registration."""
 from __future__ import annotations
 
-from typing import Literal, Optional, Union
+from typing import Literal, Optional
 
 from pydantic import Field, PositiveInt, model_validator
 
-from compress.quant.schemes.base import (FloorSettings, Int8Base, backend_field,
-                                         neural_compressor, streamed)
+from compress.quant.schemes.base import (FloorSettings, Int8Base, Int8Refinements,
+                                         backend_field, neural_compressor, streamed)
 from compress.quant.schemes.registry import register_scheme
 
-# Bias correction when `bias_correction` is unset, ONNX and TFLite alike (docs/int8.md,
-# docs/tflite.md): the fast correction, checked on the calibration feeds and kept where it
-# helps (on TFLite alongside GPTQ rounding and two range estimators)
-DEFAULT_BIAS_METHOD = "checked"
-
-
-def bias_method(setting) -> Optional[str]:
-    """A `bias_correction` setting (unset, true, false, fast, sequential) as the method
-    run: None (off), checked, fast or sequential."""
-    if setting is None:
-        return DEFAULT_BIAS_METHOD
-    return {False: None, True: "fast"}.get(setting, setting)
-
-
-class Int8Static(Int8Base, FloorSettings):
+class Int8Static(Int8Refinements, Int8Base, FloorSettings):  # its bias_method first
     scheme: Literal["int8-static"] = Field(
         "int8-static", description="int8-static: QDQ with calibrated activations (CNNs)")
     backend: Literal["onnxruntime", "neural-compressor"] = backend_field()
@@ -66,35 +52,6 @@ class Int8Static(Int8Base, FloorSettings):
     qnn: bool = Field(
         False, description="onnxruntime's QNN config (get_qnn_qdq_config): the per-op type "
         "overrides Qualcomm's HTP needs")
-    # Measured on the conformance corpus (docs/int8.md): the fast correction lifted
-    # EfficientNet-Lite0 (top-1 agreement 0.924 -> 0.971) and YOLOv8n (+2.1 dB) and cost
-    # ddddocr's detector 1.5 dB, which the check on the calibration feeds catches; the
-    # sequential one lowered YOLOv8n (29.4 -> 26.8 dB) and the orientation classifier and
-    # took 6-16x longer. On full-int8 TFLite the fast correction (tflite_fast_bias.py)
-    # gave EfficientNet-Lite0 the sequential one's top-1 (0.962) with an export of 27.9 s
-    # instead of 138 s, and CREPE 24.9 dB where the sequential one gave 25.5 (the default
-    # since adds GPTQ rounding and a second range estimator: 0.971, 18.6 s; docs/tflite.md).
-    bias_correction: Optional[Union[bool, Literal["fast", "sequential"]]] = Field(
-        None, description="undo the output mean shift quantization adds to every Conv/Gemm. "
-        "Default (unset): the fast correction (one float pass), kept only where it raises "
-        "the output SQNR on the calibration feeds (TFLite: docs/tflite.md). true: fast, always; "
-        "sequential: layer by layer with the quantized model (slow); false: off")
-    # 64: the pass over them is most of what the default adds to quantize_static's time;
-    # 128 moved no CNN of the corpus by more than 0.3 dB (docs/rounding.md)
-    bias_correction_samples: PositiveInt = Field(
-        64, description="calibration samples used for bias correction and weight rounding "
-        "(spread evenly)")
-    # Measured on the corpus (docs/rounding.md): with GPTQ rounding EfficientNet-Lite0 went
-    # from 23.1 to 25.1 dB and YOLOv8n from 30.0 to 31.3 dB; the default's check keeps, per
-    # model, the best of as quantized / corrected / rounded (and corrected where that won).
-    weight_rounding: Literal["nearest", "gptq"] = Field(
-        "gptq", description="how int8 weights are rounded (ONNX and TFLite): gptq, error-compensating "
-        "against the layer's inputs on the calibration feeds (same scales, same speed), or "
-        "nearest (quantize_static's)")
-
-    def bias_method(self) -> Optional[str]:
-        return bias_method(self.bias_correction)
-
     def required_data(self) -> tuple[str, ...]:
         return ("calibration",) + super().required_data()
 
