@@ -59,7 +59,7 @@ def signature(path: Path) -> tuple[str | None, list[str]]:
     """The key and input names of the signature ai-edge-quantizer calibrates through
     (serving_default, else the file's first); a file without any SignatureDef (TF 1.x
     converters, MediaPipe) gives (None, its subgraph's input tensor names): the quantize
-    stage adds one first (compress/quant/tflite_normalise.py)."""
+    stage adds one first (compress/quant/tflite/normalise.py)."""
     from ai_edge_litert.interpreter import Interpreter
     interpreter = Interpreter(model_path=str(path))
     signatures = interpreter.get_signature_list()

@@ -110,7 +110,7 @@ class ExportTflite(StageConfig, FloorSettings, Int8Refinements):
 @register(ExportTflite)
 def run(artifact, config: ExportTflite, ctx) -> list[Output]:
     torch = require("torch", "export.tflite")
-    from compress.quant import tflite as post
+    from compress.quant.tflite import quantize as post
     from export.tflite import ConversionFailed, convert_fp32, converter_logs_hidden, tensor_report
 
     model = ctx.torch_model(artifact)

@@ -18,7 +18,7 @@ from compress.core.safe_files import make_dir, remove
 from compress.errors import ConfigError, ModelError
 from compress.core.lazy import require
 from compress.quant.onnx_prep import opset_for, static_shapes
-from compress.quant.ort_int8 import op_histogram, preprocess, qdq_summary
+from compress.quant.ort_int8 import op_histogram, preprocess
 from compress.quant.schemes import SCHEMES, scheme_configs, scheme_of_setting
 from compress.stagebase import register, settings_error
 from export import presets
@@ -175,7 +175,7 @@ def run(artifact, config, ctx) -> list[Output]:
     if spec.onnx is None or config.backend != "onnxruntime":
         return _from_torch(artifact, config, ctx)
     if artifact.format == "tflite":
-        from compress.quant.tflite import quantize_stage
+        from compress.quant.tflite.quantize import quantize_stage
         return quantize_stage(artifact, config, ctx, spec.tflite_mode, spec.precision)
     return _onnx(ctx.path(artifact), config, ctx)
 
@@ -183,7 +183,7 @@ def run(artifact, config, ctx) -> list[Output]:
 def _onnx(source: Path, config, ctx) -> list[Output]:
     """onnxruntime's quantizers on an ONNX file, prepared first (opset, static shapes,
     quant_pre_process) as the scheme needs; a large model tensor by tensor instead
-    (compress/quant/streamed.py), its graph prepared in memory."""
+    (compress/quant/streamed/backends.py), its graph prepared in memory."""
     require("onnxruntime.quantization", "quantize")
     committed, source = source, _own_input(source, ctx.out_dir)
     try:
@@ -210,11 +210,11 @@ def _own_input(source: Path, out_dir: Path) -> Path:
 
 def _quantized(committed: Path, source: Path, config, ctx) -> list[Output]:
     """_onnx on `source`, the stage's own link of the `committed` model."""
-    from compress.quant.streamed import streamed_header
+    from compress.quant.streamed.backends import streamed_header
     spec = SCHEMES[config.scheme]
     shared = {"ops": op_histogram(source)}
     int8 = spec.precision == "int8"
-    header = streamed_header(source, config, ctx.progress.note)
+    header = streamed_header(source, config, ctx.progress.note, spec.streamed is not None)
     upgraded, opset = (opset_for(source, config, ctx) if int8 and header is None
                        else (source, None))
     fixed, shapes = (static_shapes(upgraded, config, ctx) if config.static_shapes
@@ -266,11 +266,7 @@ def _described(config, source: Path, target: Path, int8: bool) -> dict:
             "excluded_nodes": list(config.exclude_nodes)}
     if int8:
         meta.update(per_channel=config.per_channel, activations=config.activations)
-    if config.scheme == "int8-static":
-        meta["qdq"] = qdq_summary(target)
     if config.preset not in (None, presets.NONE):
         meta["preset"] = presets.record(config, config._preset_settings(presets.get(config.preset)))
-    if config.scheme == "int4-weight-only":
-        from compress.quant.int4 import weight_precision
-        meta["weights"] = weight_precision(source, target)
+    meta.update(config.graph_meta(source, target))   # what this scheme's graph holds
     return meta

@@ -1,4 +1,4 @@
-"""Hard-swish equalization (compress/quant/swish_equalize.py) on the text orientation
+"""Hard-swish equalization (compress/quant/swish/equalize.py) on the text orientation
 classifier, the corpus' one network with hard-swish into depthwise convolutions: by
 hand's quantize_static file equalized with several HEADROOMs, beside by hand's and
 NNCF's files (from `make anchors`), judged on the corpus' 64 evaluation feeds and on a
@@ -30,7 +30,8 @@ import compress  # noqa: E402
 from by_hand import quantize_by_hand  # noqa: E402
 from compress.runner.checks import resolve_inputs  # noqa: E402
 from compress.data.feeds import load_dataset  # noqa: E402
-from compress.quant import swish_equalize, swish_sites  # noqa: E402
+from compress.quant.swish import equalize as swish_equalize
+from compress.quant.swish import sites as swish_sites  # noqa: E402
 from compress.quant.passes.hard_swish import channel_ranges  # noqa: E402
 
 LARGER_PROSE = ("argparse", "csv", "heapq", "collections", "functools", "itertools", "os",

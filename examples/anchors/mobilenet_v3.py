@@ -1,6 +1,6 @@
 """MobileNetV3-Large (width 1.0, 224x224, 5.5M parameters), the hard-swish network with
 depthwise convolutions and squeeze-excitation the int8-static stage's hard-swish
-equalization is for (compress/quant/swish_equalize.py). Like mobilenet_v2.py, for timing
+equalization is for (compress/quant/swish/equalize.py). Like mobilenet_v2.py, for timing
 only: seeded random weights, BatchNorm statistics from the calibration photos. Its
 fidelity says nothing about a trained MobileNetV3's (random weights leave the channels
 of a tensor much alike); its time and its ops do: whether the equalized file runs as

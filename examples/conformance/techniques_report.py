@@ -245,7 +245,7 @@ not a benchmark.
   one with the highest output SQNR against the float model on 32 of the calibration
   feeds (compress/quant/passes/onnx_backend.py); then, where hard-swish feeds depthwise
   convolutions, the same model with those channels equalized, kept if it scores higher
-  by 0.5 dB (compress/quant/swish_equalize.py, docs/rounding.md). Seconds: the whole
+  by 0.5 dB (compress/quant/swish/equalize.py, docs/rounding.md). Seconds: the whole
   stage.
 - **noise band**: minmax with every range moved by up to 0.1% (2 random draws), with and
   without fast BC. A change this small should not matter: how far it moves a figure is

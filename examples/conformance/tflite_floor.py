@@ -3,7 +3,7 @@ ones): each .tflite model the corpus quantizes, through the quantize stage as th
 pipeline runs it (compress.run, the corpus's own data), with `recover: false` and with
 each floor asked for (the default, 10 dB, unless --floors). Beside them, in the same
 run, what a user does by hand: the file mended into the form ai-edge-quantizer takes
-(compress/quant/tflite_normalise.py), then ai-edge-quantizer's `static_wi8_ai8` defaults
+(compress/quant/tflite/normalise.py), then ai-edge-quantizer's `static_wi8_ai8` defaults
 on the same calibration feeds (examples/anchors/tools.py). Every file is scored on the
 evaluation feeds against the file as shipped, and timed in turns with it by the same
 runner (`--rounds` fresh processes each). Prints a few lines per run; writes
@@ -29,7 +29,7 @@ from run import slug, time_side_by_side  # noqa: E402
 sys.path.insert(0, str(HERE.parent / "anchors"))
 from tools import guarded, quantize_aeq_defaults  # noqa: E402
 
-from compress.quant.tflite_normalise import normalise  # noqa: E402
+from compress.quant.tflite.normalise import normalise  # noqa: E402
 
 from compress.model.run import run_feeds  # noqa: E402
 from runtimes.metrics import feed_fidelity  # noqa: E402

@@ -35,8 +35,8 @@ STEPS = (
     ("compress.stages.quantize", "qdq_summary"),
     ("compress.quant.int4", "quantize_int4"),
     ("compress.quant.int4", "weight_precision"),
-    ("compress.quant.streamed", "quantize_streamed"),
-    ("compress.quant.streamed", "finish"),
+    ("compress.quant.streamed.backends", "quantize_streamed"),
+    ("compress.quant.streamed.backends", "finish"),
     ("compress.runner.context.RunContext", "reference_outputs"),
     ("compress.measure.client", "measure_in_subprocess"),
 )

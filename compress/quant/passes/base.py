@@ -9,7 +9,7 @@ A pass declares, in an Int8Pass:
     fitted    fitted on the feeds the check scores it on: a fitted candidate must beat
               one that is not by the format's margin
     checked   whether the settings leave it to the check (else it is applied as asked)
-    streams   whether it can run on the tensor-by-tensor path (compress/quant/streamed.py)
+    streams   whether it can run on the tensor-by-tensor path (compress/quant/streamed/backends.py)
     asked     the words naming the setting that asks for it on purpose: the streamed path,
               which cannot make it, then gives way to the in-memory quantizer
     after     the passes it must follow within its step

@@ -30,7 +30,7 @@ class _Onnx:
 def nothing_said(model, report) -> str:
     """Why cross-layer equalization found no pair: what stood between the convolutions
     where that is known (a ReLU6's bound, a hard-swish in any of its forms)."""
-    from compress.quant.swish_sites import hard_swishes
+    from compress.quant.swish.sites import hard_swishes
     said = "found no Conv pair joined only by ReLU, LeakyRelu, PRelu or pooling"
     if report.skipped_bounded_clip:
         said += (f"; {report.skipped_bounded_clip} pair(s) through a bounded Clip (ReLU6) "

@@ -29,7 +29,7 @@ class _Tflite:
         """Shift the int32 biases of tflite_backend.TfliteLayers `work` in its bytes."""
         if not work.plans:
             return {}
-        from compress.quant.tflite_fast_bias import corrected
+        from compress.quant.tflite.fast_bias import corrected
         return corrected(work.model, work.plans, work.sums, work.weights)
 
 

@@ -33,7 +33,7 @@ class _Tflite:
     def apply(self, work) -> dict:
         """Round the weights of tflite_backend.TfliteLayers `work` in its bytes; its plans
         then hold the new integers."""
-        from compress.quant.tflite_rounding import round_weights
+        from compress.quant.tflite.rounding import round_weights
         work.plans, report = round_weights(work.model, work.plans, work.hessians, work.weights,
                                            work.memo)
         work.seconds += report.seconds

@@ -1,5 +1,5 @@
 """Channel equalization through hard-swish into depthwise convolutions
-(compress/quant/swish_equalize.py) as an INT8 pass: on the quantized graph the check
+(compress/quant/swish/equalize.py) as an INT8 pass: on the quantized graph the check
 kept, every op still integer; ONNX only. Unset (`equalize_hard_swish`), the equalized
 file is judged alone against the one kept before, by the check's rule: its ranges come
 from the calibration feeds, so it must win by the margin; true: always kept; false: off."""
@@ -40,7 +40,7 @@ class _Onnx:
     def channel_tensors(self, float_model) -> list[str]:
         """The tensors whose per-channel ranges the sites will ask for, known before
         quantize_static runs (the calibrating run takes them)."""
-        from compress.quant.swish_sites import float_tensors
+        from compress.quant.swish.sites import float_tensors
         return float_tensors(float_model)
 
     def apply(self, run) -> dict:
@@ -51,8 +51,8 @@ class _Onnx:
         asked for the pass: on by default, it would be one on most models)."""
         import onnx
 
-        from compress.quant import swish_equalize
-        from compress.quant.swish_sites import find_sites
+        from compress.quant.swish import equalize as swish_equalize
+        from compress.quant.swish.sites import find_sites
         qdq = onnx.load(str(run.target))
         sites = find_sites(qdq)
         if not sites:

@@ -47,7 +47,7 @@ def _rescaled(run, float_model) -> list[str]:
     """The tensors hard-swish equalization scaled per channel in the kept model, where it
     was kept: their float twins hold other values, so their cost alone is not measured
     (they are tried last) and no bias correction is moved for them."""
-    from compress.quant.swish_sites import float_tensors
+    from compress.quant.swish.sites import float_tensors
     kept = (run.meta.get("hard_swish_equalization") or {}).get("kept")
     return float_tensors(float_model) if kept else []
 

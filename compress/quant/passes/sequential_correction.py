@@ -30,7 +30,7 @@ class _Tflite:
     record = "bias_correction"
 
     def apply(self, run) -> dict:
-        from compress.quant.tflite_bias_correction import correct_biases
+        from compress.quant.tflite.bias_correction import correct_biases
         feeds = spread(run.calibration, run.settings.samples)
         with run.ctx.progress.task(SAID.format(len(feeds)), None) as advance:
             report = correct_biases(run.fp32, run.target, feeds, threads=os.cpu_count() or 1,

@@ -59,9 +59,9 @@ def variants(float_bytes: bytes, files: dict[str, bytes], feeds: list[dict], wan
     `feeds`: rounding "nearest" (as it is) or "gptq"; corrected: its biases moved by the
     fast correction. Returns the bytes by (file name, rounding, corrected), and a report
     whose "candidates" holds what was done to each, by the same key."""
-    from compress.quant import tflite_rounding
-    from compress.quant.tflite_fast_bias import float_pass, plans
-    from compress.quant.tflite_graph import correctable_layers
+    from compress.quant.tflite import rounding as tflite_rounding
+    from compress.quant.tflite.fast_bias import float_pass, plans
+    from compress.quant.tflite.graph import correctable_layers
     started = time.perf_counter()
     found = {name: plans(float_bytes, content, correctable_layers(float_bytes, content), threads)
              for name, content in files.items()}

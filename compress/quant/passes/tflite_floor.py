@@ -4,7 +4,7 @@ is scored as the check scores (output SQNR of the worst output against the float
 on the check's feeds; the check's own score where it made one). At or above `floor_db`,
 nothing more is done. Below it, with `recover` (the default), the int8 activations that
 cost the outputs most get 16-bit activations (float where an op has none), one at a time,
-by compress/quant/tflite_recovery.py; every step is recorded under the artifact's
+by compress/quant/tflite/recovery.py; every step is recorded under the artifact's
 `fidelity_floor`, in the ONNX pass's record. docs/tflite.md, "The fidelity floor on
 TFLite files".
 """
@@ -18,7 +18,7 @@ class _Tflite:
     record = "fidelity_floor"
 
     def apply(self, run) -> dict:
-        from compress.quant.tflite_recovery import recover
+        from compress.quant.tflite.recovery import recover
         return held(run, "int8", recover)
 
 

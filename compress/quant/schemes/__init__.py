@@ -7,7 +7,7 @@ functions that make it, one per back end, each with one signature:
         accuracy-aware search adds some), `shared`: a dict kept between the search's
         calls on one model (int8-static's calibrated ranges)
     streamed(header, target, config, ctx, exclude, shared) -> meta
-        the same, tensor by tensor, for a model too large to hold (compress/quant/streamed.py)
+        the same, tensor by tensor, for a model too large to hold (compress/quant/streamed/backends.py)
     torch(ctx, artifact, config, target) -> meta
         from a torch model to an ONNX one (PT2E QAT, neural-compressor)
 

@@ -31,6 +31,14 @@ class QuantizeBase(StageConfig):
         """The bias correction run (see int8_static.bias_method)."""
         return None
 
+    def streaming_refusal(self) -> Optional[str]:
+        """The setting that keeps this scheme off the tensor-by-tensor path, if any."""
+        return None
+
+    def graph_meta(self, source, target) -> dict:
+        """What the artifact's meta records of this scheme's quantized ONNX graph."""
+        return {}
+
     def required_data(self) -> tuple[str, ...]:
         return ("evaluation",) if self.max_drop is not None else ()
 
@@ -188,11 +196,15 @@ def backend_field():
                  "neural-compressor: quantizes a torch artifact and exports it to ONNX")
 
 
-def streamed(header, target, config, ctx, exclude, shared):
-    """The scheme tensor by tensor (compress/quant/streamed.py), int8-static's calibrated
-    ranges kept in `shared` between the calls of an accuracy-aware search."""
-    from compress.quant.streamed import quantize_streamed
-    return quantize_streamed(header, target, config, ctx, exclude, shared.setdefault("ranges", {}))
+def streamed(back_end):
+    """A scheme's `streamed=` registration: its model made tensor by tensor
+    (compress/quant/streamed/) by `back_end(build, config, excluded, ctx, target, shared)`
+    (`shared`: what the calls of an accuracy-aware search keep between them)."""
+    def quantize(header, target, config, ctx, exclude, shared):
+        from compress.quant.streamed.backends import quantize_streamed
+        return quantize_streamed(header, target, config, exclude, lambda build, excluded:
+                                 back_end(build, config, excluded, ctx, target, shared))
+    return quantize
 
 
 def neural_compressor(function: str) -> tuple[str, object]:

@@ -63,8 +63,21 @@ class Int4WeightOnly(NoQnn, Searchable):
                              "ONNX model (neural-compressor exports from torch)")
         return self
 
+    def graph_meta(self, source, target) -> dict:
+        from compress.quant.int4 import weight_precision
+        return {"weights": weight_precision(source, target)}
 
-@register_scheme(Int4WeightOnly, "int4", 3, streamed=streamed, searchable=("MatMul", "Gemm"),
+    def streaming_refusal(self) -> Optional[str]:
+        return None if self.algorithm == "rtn" else f"algorithm {self.algorithm}"
+
+
+def _int4_streamed(build, config, excluded, *_):
+    from compress.quant.streamed.int4 import int4
+    return int4(build, config, excluded)
+
+
+@register_scheme(Int4WeightOnly, "int4", 3, streamed=streamed(_int4_streamed),
+                 searchable=("MatMul", "Gemm"),
                  torch=neural_compressor("int4_weight_only"))
 def _int4(source, target, config, ctx, exclude, shared):
     from compress.quant.int4 import quantize_int4

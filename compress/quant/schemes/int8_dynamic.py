@@ -22,13 +22,14 @@ class Int8Dynamic(OnnxruntimeOnly, NoQnn, Int8Base):
     weights: ClassVar[str] = "int8"
 
 
-def _streamed(header, target, config, ctx, exclude, shared):
+def _dynamic_streamed(build, config, excluded, ctx, target, shared):
     from compress.quant.ort_int8 import refuse_convolutional
+    from compress.quant.streamed.int8 import dynamic
     refuse_convolutional(shared["ops"], config)
-    return streamed(header, target, config, ctx, exclude, shared)
+    return dynamic(build, config, excluded)
 
 
-@register_scheme(Int8Dynamic, "int8", 2, streamed=_streamed, tflite_mode="dynamic-int8",
+@register_scheme(Int8Dynamic, "int8", 2, streamed=streamed(_dynamic_streamed), tflite_mode="dynamic-int8",
                  searchable=("MatMul", "Gemm"))
 def _int8_dynamic(source, target, config, ctx, exclude, shared):
     from compress.quant.ort_int8 import quantize_dynamic_int8

@@ -70,8 +70,26 @@ class Int8Static(Int8Refinements, Int8Base, FloorSettings):  # its bias_method f
                              "with `calibration: entropy`")
         return self
 
+    def graph_meta(self, source, target) -> dict:
+        from compress.quant.ort_int8 import qdq_summary
+        return {"qdq": qdq_summary(target)}
 
-@register_scheme(Int8Static, "int8", 1, streamed=streamed, tflite_mode="int8",
+    def streaming_refusal(self) -> Optional[str]:
+        if self.qnn:
+            return "qnn"
+        if "16" in self.activations:
+            return f"activations {self.activations}"
+        from compress.quant.passes import streaming_refused
+        return streaming_refused(self)
+
+
+def _static_streamed(build, config, excluded, ctx, target, shared):
+    from compress.quant.streamed.static import static
+    # the calibrated ranges kept between the calls of an accuracy-aware search
+    return static(build, config, ctx, excluded, target.parent, shared.setdefault("ranges", {}))
+
+
+@register_scheme(Int8Static, "int8", 1, streamed=streamed(_static_streamed), tflite_mode="int8",
                  searchable=("Conv", "MatMul", "Gemm"), torch=neural_compressor("int8_static"))
 def _int8_static(source, target, config, ctx, exclude, shared):
     from compress.quant.passes.onnx_backend import quantize_static_qdq

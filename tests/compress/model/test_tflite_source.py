@@ -59,14 +59,14 @@ def test_benchmarked_beside_the_original_with_the_metric_through_litert(finished
     ({}, "auto"), ({"calibration": "minmax"}, "minmax"),
     ({"calibration": "mean_minmax"}, "average")])
 def test_the_calibration_setting_picks_the_tflite_ranges(setting, ranges):
-    from compress.quant.tflite import _ranges
+    from compress.quant.tflite.quantize import _ranges
     from compress.quant.schemes.int8_static import Int8Static
     assert _ranges(Int8Static(scheme="int8-static", **setting)) == ranges
 
 
 def test_a_calibration_tflite_cannot_take_is_named():
     from compress.errors import ConfigError
-    from compress.quant.tflite import _ranges
+    from compress.quant.tflite.quantize import _ranges
     from compress.quant.schemes.int8_static import Int8Static
     with pytest.raises(ConfigError, match="calibration: entropy is for ONNX models; a TFLite "
                                           "model takes minmax or mean_minmax"):

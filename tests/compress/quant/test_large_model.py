@@ -1,6 +1,6 @@
 """Large models, tensor by tensor: the ONNX file is read and written one weight at a time
 (byte for byte what onnx itself writes), and the quantize stage's tensor-by-tensor path
-(compress/quant/streamed.py, taken from STREAMING_BYTES of weights) makes the same model
+(compress/quant/streamed/backends.py, taken from STREAMING_BYTES of weights) makes the same model
 as onnxruntime's in-memory quantizers. Forced here on a small model of the same shape as
 examples/large_model (Gemm with transB, MatMul + Add, ReLU), by lowering the threshold."""
 from __future__ import annotations
@@ -17,7 +17,7 @@ import yaml
 import compress
 from compress.model.onnx_compat import copy_onnx, load_onnx, save_onnx
 from compress.model import onnx_file
-from compress.quant import streamed
+from compress.quant.streamed import backends as streamed
 from compress.model.onnx_file import read_header, write_model
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "large_model"
@@ -150,7 +150,7 @@ def test_int4_keeps_excluded_gemms_float_on_both_paths(small, tmp_path, monkeypa
 
 
 def test_an_accuracy_aware_search_calibrates_once(small, tmp_path, monkeypatch):
-    from compress.quant import streamed_calibration
+    from compress.quant.streamed import calibration as streamed_calibration
     calls = []
     calibrate = streamed_calibration.calibrate
     monkeypatch.setattr(streamed_calibration, "calibrate",
@@ -172,6 +172,6 @@ def test_an_accuracy_aware_search_calibrates_once(small, tmp_path, monkeypatch):
 def test_settings_asked_for_that_only_the_in_memory_quantizer_makes(settings, reason):
     """A large model goes tensor by tensor unless a setting set on purpose needs
     onnxruntime's in-memory quantizer; defaults the streamed path cannot make do not."""
-    from compress.quant.streamed import _unsupported
+    from compress.quant.streamed.backends import _unsupported
     from compress.quant.schemes.int8_static import Int8Static
     assert _unsupported(Int8Static(name="int8", **settings)) == reason

@@ -71,7 +71,7 @@ def test_the_float_pass_takes_what_the_passes_need(settings, needs):
 
 
 def test_the_streamed_path_asks_the_passes(monkeypatch):
-    from compress.quant.streamed import _unsupported
+    from compress.quant.streamed.backends import _unsupported
     asked = dataclasses.replace(BIAS_HEADROOM, asked=lambda settings: "bias_headroom")
     assert _unsupported(Int8Static()) is None
     monkeypatch.setitem(PASSES, asked.name, asked)

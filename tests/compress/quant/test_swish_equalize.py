@@ -1,5 +1,5 @@
 """Channel equalization through hard-swish into depthwise convolutions
-(compress/quant/swish_equalize.py), on a small MobileNetV3-like CNN trained on the
+(compress/quant/swish/equalize.py), on a small MobileNetV3-like CNN trained on the
 digits, in both forms of hard-swish: x * HardSigmoid(x) (what quant_pre_process makes of
 the op, and what opset 13 exports) and the HardSwish op (`preprocess: false`)."""
 from __future__ import annotations
@@ -9,7 +9,8 @@ import onnx
 import pytest
 
 import compress
-from compress.quant import swish_equalize, swish_sites
+from compress.quant.swish import equalize as swish_equalize
+from compress.quant.swish import sites as swish_sites
 from compress.quant.passes.hard_swish import channel_ranges
 from tests.compress.quant.test_int8_techniques import _quantize, _sqnr, tiny, train_on_digits  # noqa: F401,E501
 

@@ -1,4 +1,4 @@
-"""Hard-swish as exporters decompose it (compress/quant/swish_forms.py): x * Clip(x + 3, 0,
+"""Hard-swish as exporters decompose it (compress/quant/swish/forms.py): x * Clip(x + 3, 0,
 6) / 6 and x * (Clip(x + 3, 0, 6) / 6), found and equalized as the HardSwish op is
 (swish_sites.py, swish_equalize.py), on test_swish_equalize.py's MobileNetV3-like CNN
 trained on the digits with its hard-swishes written out; and the records of the passes
@@ -10,7 +10,8 @@ import onnx
 import pytest
 
 import compress
-from compress.quant import swish_equalize, swish_sites
+from compress.quant.swish import equalize as swish_equalize
+from compress.quant.swish import sites as swish_sites
 from compress.quant.passes.hard_swish import NOTHING, channel_ranges
 from tests.compress.quant.test_int8_techniques import _quantize, _sqnr, train_on_digits
 from tests.compress.quant.test_swish_equalize import (_hard_swish_net, _optimized_ops,

@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("ai_edge_litert", reason="ai-edge-litert is not installed")
 
-from compress.quant.tflite_bias_correction import _mean_error, correct_biases  # noqa: E402
-from compress.quant.tflite_graph import correctable_layers  # noqa: E402
-from compress.quant.tflite_graph import interpreter as _interpreter  # noqa: E402
-from compress.quant.tflite_graph import invoke as _invoke  # noqa: E402
+from compress.quant.tflite.bias_correction import _mean_error, correct_biases  # noqa: E402
+from compress.quant.tflite.graph import correctable_layers  # noqa: E402
+from compress.quant.tflite.graph import interpreter as _interpreter  # noqa: E402
+from compress.quant.tflite.graph import invoke as _invoke  # noqa: E402
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 QUICKSTART = Path(__file__).resolve().parents[3] / "examples" / "quickstart"

@@ -120,7 +120,7 @@ def test_a_file_without_a_signature_is_quantized(folder, quantized, images):
 
 def test_op_codes_in_the_deprecated_field_are_quantized_as_their_ops(folder, quantized,
                                                                        images):
-    from compress.quant.tflite_graph import op_name, schema
+    from compress.quant.tflite.graph import op_name, schema
     artifact, path = quantized("deprecated")
     assert artifact.meta["normalised"] == {"op_codes_moved": 6}
     assert_int8(artifact, {})
@@ -165,7 +165,7 @@ def test_the_normalised_copy_computes_what_the_file_does(folder, images, tmp_pat
     """Without delegates too (ai-edge-quantizer calibrates so), in the form the quantizer
     reads: a signature, real op codes, no float16 tensor, no custom op."""
     from ai_edge_litert.interpreter import Interpreter, OpResolverType
-    from compress.quant.tflite_normalise import normalise
+    from compress.quant.tflite.normalise import normalise
     source = folder / f"{form}.tflite"
     done = normalise(source, tmp_path / "copy.tflite")
     assert done.path == tmp_path / "copy.tflite" and done.record.changed()
@@ -181,7 +181,7 @@ def test_the_normalised_copy_computes_what_the_file_does(folder, images, tmp_pat
 
 
 def test_a_file_in_the_quantizer_s_form_is_not_copied(tmp_path):
-    from compress.quant.tflite_normalise import normalise
+    from compress.quant.tflite.normalise import normalise
     done = normalise(tflite_forms.DIGITS, tmp_path / "copy.tflite")
     assert done.path == tflite_forms.DIGITS and not done.record.changed()
     assert done.record.as_meta() == {} and not (tmp_path / "copy.tflite").exists()
@@ -190,7 +190,7 @@ def test_a_file_in_the_quantizer_s_form_is_not_copied(tmp_path):
 def test_buffers_stored_after_the_flatbuffer_are_kept(tmp_path, images):
     """Files whose weights sit after the flatbuffer (offset and size) are rewritten with
     their weights."""
-    from compress.quant.tflite_normalise import normalise
+    from compress.quant.tflite.normalise import normalise
     model = tflite_forms.deprecated(tflite_forms.read())
     source = tflite_forms.write_external(model, tmp_path / "external.tflite")
     root = tflite_forms._schema().Model.GetRootAs(source.read_bytes(), 0)
@@ -203,7 +203,7 @@ def test_buffers_stored_after_the_flatbuffer_are_kept(tmp_path, images):
 
 def test_a_custom_op_no_builtin_replaces_is_named_before_full_int8(folder, tmp_path):
     from compress.errors import ModelError
-    from compress.quant.tflite import _normalised
+    from compress.quant.tflite.quantize import _normalised
     model = tflite_forms.read(folder / "custom_op.tflite")
     for code in model.operatorCodes:
         if code.customCode:

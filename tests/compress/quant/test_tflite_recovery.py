@@ -121,8 +121,8 @@ def test_the_mixed_file_runs_in_litert_as_apps_open_it_and_keeps_int8_io(spread,
     int8 meets int16, the inputs and outputs int8 as before."""
     from ai_edge_litert.interpreter import Interpreter
 
-    from compress.quant.tflite_graph import op_name
-    from compress.quant.tflite_recovery import read
+    from compress.quant.tflite.graph import op_name
+    from compress.quant.tflite.recovery import read
     (meta, path), (_, ruined) = quantized["recovered"], quantized["not"]
     evaluated = _evaluated(spread, path)
     # (14.9 dB against 23.4 on the check's feeds: there, outputs beyond the calibrated
@@ -143,7 +143,7 @@ def test_the_stem_output_costs_most_alone_and_only_its_whole_group_recovers(spre
     every other int8 activation above the floor (the pooled features, the least, 18 dB). Given 16 bits, its producer alone or
     its reader alone change nothing (a QUANTIZE op takes the tensor back to int8, or up
     from it); both together recover the model."""
-    from compress.quant import tflite_recovery as recovery
+    from compress.quant.tflite import recovery as recovery
     from compress.quant.mixed_precision import SIXTEEN_BIT
     from compress.quant.passes.tflite_backend import scores
     from export.tflite import quantize_int8, quantize_mixed
@@ -171,7 +171,7 @@ def test_the_stem_output_costs_most_alone_and_only_its_whole_group_recovers(spre
 def test_an_op_without_16_bit_activations_goes_float():
     """ai-edge-quantizer's own policy says which ops take int16 activations: the
     convolutions, ADD, MUL, LOGISTIC do; HARD_SWISH does not (its group's step is float)."""
-    from compress.quant.tflite_recovery import _widens
+    from compress.quant.tflite.recovery import _widens
     assert all(map(_widens, ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "MUL",
                              "LOGISTIC", "CONV_2D_TRANSPOSE")))
     assert not _widens("HARD_SWISH")
@@ -208,7 +208,7 @@ def test_the_int16x8_layers_are_rounded_and_corrected_too(spread, quantized):
     the fast correction and GPTQ take, as the int8 ones: the kept candidate's passes are
     made again on each file the recovery tries."""
     from compress.quant.passes.tflite_candidates import variants
-    from compress.quant.tflite_graph import bias_views, correctable_layers
+    from compress.quant.tflite.graph import bias_views, correctable_layers
     float_bytes, mixed = spread["path"].read_bytes(), quantized["recovered"][1].read_bytes()
     layers = correctable_layers(float_bytes, mixed)
     assert [np.dtype(layer.bias_dtype).name for layer in layers] == [

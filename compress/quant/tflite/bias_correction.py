@@ -26,7 +26,7 @@ from typing import Callable
 
 import numpy as np
 
-from compress.quant.tflite_graph import Layer, bias_views, correctable_layers, interpreter, invoke
+from compress.quant.tflite.graph import Layer, bias_views, correctable_layers, interpreter, invoke
 
 REFERENCE_BUDGET_BYTES = 256 * 2**20  # float activations kept in memory at once
 

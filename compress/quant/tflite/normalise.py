@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from compress.errors import ModelError
-from compress.quant.tflite_graph import schema
+from compress.quant.tflite.graph import schema
 
 TRANSPOSE_CONV_BIAS = "Convolution2DTransposeBias"
 PLACEHOLDER_FOR_GREATER_OP_CODES = 127  # deprecated_builtin_code of the codes past it

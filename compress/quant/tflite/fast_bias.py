@@ -35,7 +35,7 @@ from typing import Callable
 
 import numpy as np
 
-from compress.quant.tflite_graph import (Layer, bias_views, builtin_code, integer_bounds,
+from compress.quant.tflite.graph import (Layer, bias_views, builtin_code, integer_bounds,
                                          interpreter, invoke, schema)
 
 DEPTHWISE = 4    # builtin operator code of DEPTHWISE_CONV_2D
@@ -216,7 +216,7 @@ def float_pass(float_bytes: bytes, files: dict[str, list[_Plan]], feeds: list[di
     given to the Hessians (by float weight tensor), and the float weights (by tensor). One
     run of the float model serves every file: a tap sum two files' layers share (the same
     input, or the same input on the same grid) is taken once."""
-    from compress.quant.tflite_rounding import as_rows_input
+    from compress.quant.tflite.rounding import as_rows_input
     model = interpreter(float_bytes, threads)
     sums = {name: [_Sums() for _ in layer_plans] for name, layer_plans in files.items()}
     every = [(plan, total) for name, layer_plans in files.items()

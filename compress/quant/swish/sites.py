@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from compress.quant.qdq_nodes import array, attr
-from compress.quant.swish_forms import decomposed
+from compress.quant.swish.forms import decomposed
 
 
 @dataclass(frozen=True)

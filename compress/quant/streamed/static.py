@@ -249,7 +249,7 @@ def static(build, config, ctx, excluded: set, folder, ranges: dict) -> dict:
     feeds = ctx.require_dataset("calibration", "int8-static quantization").take(config.samples)
     wanted = sorted({source or name for name, source in activations.items()} - set(ranges))
     if wanted:
-        from compress.quant.streamed_calibration import FloatGraph, calibrate
+        from compress.quant.streamed.calibration import FloatGraph, calibrate
         with ctx.progress.task(f"calibrating ({config.calibration}, {len(feeds)} samples)",
                                len(feeds)) as advance:
             ranges.update(calibrate(FloatGraph(float_model, build.header.spans), wanted, feeds,

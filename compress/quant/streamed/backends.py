@@ -28,29 +28,22 @@ from compress.model.onnx_file import MIN_SPAN_BYTES, Header, Span, read_header, 
 STREAMING_BYTES = 512 << 20
 
 
-def _unsupported(config) -> str | None:
+def _unsupported(config, can_stream: bool = True) -> str | None:
     """Why the tensor-by-tensor path cannot make what `config` asks for, if it cannot: a
-    setting of the scheme's, or an INT8 pass asked for on purpose that cannot stream
-    (a pass on by default is left out here, not refused)."""
+    scheme with no streamed back end (`can_stream` false), or a setting the scheme's own
+    back end refuses (`streaming_refusal`: an INT8 pass asked for on purpose that cannot
+    stream; a pass on by default is left out there, not refused)."""
     if config.static_shapes:
         return "static_shapes"
-    if config.scheme == "fp16":
-        return "scheme fp16"
-    if config.scheme == "int4-weight-only" and config.algorithm != "rtn":
-        return f"algorithm {config.algorithm}"
-    if config.scheme == "int8-static":
-        if config.qnn:
-            return "qnn"
-        if "16" in config.activations:
-            return f"activations {config.activations}"
-        from compress.quant.passes import streaming_refused
-        return streaming_refused(config)
-    return None
+    if not can_stream:
+        return f"scheme {config.scheme}"
+    return config.streaming_refusal()
 
 
-def streamed_header(source: Path, config, note) -> Header | None:
+def streamed_header(source: Path, config, note, can_stream: bool = True) -> Header | None:
     """The model's header when it is large enough to be quantized tensor by tensor and
-    the settings allow it; None for onnxruntime's in-memory quantizers."""
+    the settings allow it (`can_stream`: the scheme has a streamed back end); None for
+    onnxruntime's in-memory quantizers."""
     try:
         header = read_header(source)
     except Exception:  # noqa: BLE001 - a file this reader cannot walk: the usual path says why
@@ -58,7 +51,7 @@ def streamed_header(source: Path, config, note) -> Header | None:
     if header.weight_bytes < STREAMING_BYTES:
         return None
     size = f"{header.weight_bytes / 2**30:.2f} GiB of weights"
-    reason = _unsupported(config)
+    reason = _unsupported(config, can_stream)
     if reason:
         note(f"{size}: {reason} needs onnxruntime's in-memory quantizer, which holds the "
              "model in memory 3 to 6 times over (docs/memory.md)")
@@ -198,25 +191,17 @@ def finish(build: Build, target: Path) -> None:
     write_model(model, spans, target)
 
 
-def quantize_streamed(header: Header, target: Path, config, ctx, exclude: tuple = (),
-                      ranges: dict | None = None) -> dict:
-    """The scheme's quantized model at `target`, made tensor by tensor; the meta.
-    `ranges`: int8-static's calibrated ranges, kept between calls on the same model."""
+def quantize_streamed(header: Header, target: Path, config, exclude: tuple,
+                      back_end) -> dict:
+    """The scheme's quantized model at `target`, made tensor by tensor by the scheme's own
+    `back_end(build, excluded) -> meta` (its module registers it: compress/quant/schemes/);
+    the meta."""
     model, record = _prepared(header, config)
     sink = TensorSink(target.with_name(target.name + ".weights.tmp"))
     build = Build(header, sink, model)
     excluded = set(config.exclude_nodes) | set(exclude)
     try:
-        if config.scheme == "int8-dynamic":
-            from compress.quant.streamed_int8 import dynamic
-            meta = dynamic(build, config, excluded)
-        elif config.scheme == "int8-static":
-            from compress.quant.streamed_static import static
-            meta = static(build, config, ctx, excluded, target.parent,
-                          {} if ranges is None else ranges)
-        else:
-            from compress.quant.streamed_int4 import int4
-            meta = int4(build, config, excluded)
+        meta = back_end(build, excluded)
         finish(build, target)
     finally:
         sink.remove()

@@ -22,7 +22,7 @@ import numpy as np
 
 from compress.quant.hessian import MAX_WIDTH, Geometry, Hessian
 from compress.quant.rounding import gptq_by_outputs
-from compress.quant.tflite_graph import buffer_views, schema
+from compress.quant.tflite.graph import buffer_views, schema
 
 
 @dataclass(frozen=True)

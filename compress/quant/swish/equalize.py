@@ -39,7 +39,7 @@ import numpy as np
 
 from compress.quant.qdq_groups import drop_unused
 from compress.quant.qdq_nodes import attr
-from compress.quant.swish_sites import Graph, Site, const_dq, find_sites
+from compress.quant.swish.sites import Graph, Site, const_dq, find_sites
 
 # A channel's calibration extremes are scaled to at most 1/HEADROOM of the tensor's
 # range: values past them on other inputs are clipped. On the orientation classifier

@@ -38,7 +38,7 @@ from typing import Optional
 import numpy as np
 
 from compress.quant.passes.check import spread
-from compress.quant.tflite_graph import builtin_code, schema
+from compress.quant.tflite.graph import builtin_code, schema
 
 # The groups moved at most: each move quantizes the model again, makes the check's
 # candidate of it and scores it on the check's feeds, and taking it back as much again
@@ -170,7 +170,7 @@ def alone(model, index: int, grid: tuple[float, int]) -> bytes:
     op that makes it."""
     from ai_edge_litert.tools import flatbuffer_utils
 
-    from compress.quant.tflite_normalise import _opcode
+    from compress.quant.tflite.normalise import _opcode
     graphs, graph = schema(), model.subgraphs[0]
     tensors, ops = graph.tensors, graph.operators
     at = len(tensors)
@@ -247,7 +247,7 @@ class Mixer:
                                threads=threads)
             path.write_bytes(made[("", *pair)])
         if run.settings.bias_method() == "sequential":
-            from compress.quant.tflite_bias_correction import correct_biases
+            from compress.quant.tflite.bias_correction import correct_biases
             correct_biases(run.fp32, path, feeds, threads=threads)
         return path.read_bytes()
 

@@ -29,7 +29,7 @@ def int8_coverage(path: Path, report: dict) -> dict[str, int]:
     """The ops ai-edge-quantizer left in float32 (it has no int8 for PRELU), by name and
     count: the mixed file is kept, as the quantizer run by hand leaves it, and the meta
     lists them. Only a file in which no op at all became int8 is refused."""
-    from compress.quant.tflite_graph import float_ops
+    from compress.quant.tflite.graph import float_ops
     left = float_ops(path.read_bytes()) if report["float32_tensors"] else {}
     if left and not report["dtypes"].get("int8"):
         raise ModelError(f"ai-edge-quantizer quantized none of the model's ops to int8 (float: "
@@ -103,7 +103,7 @@ def quantize_stage(artifact, config, ctx, mode: str, precision: str):
 def _normalised(source: Path, copy: Path, mode: str):
     """The source as ai-edge-quantizer takes it. A custom op no builtin replaces runs only
     inside a LiteRT delegate, and full int8's calibration runs without delegates."""
-    from compress.quant.tflite_normalise import normalise
+    from compress.quant.tflite.normalise import normalise
     normalised = normalise(source, copy)
     kept = normalised.record.custom_ops_kept
     if mode == "int8" and kept:
