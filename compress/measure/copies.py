@@ -2,6 +2,8 @@
 them (compress.stages.benchmark)."""
 from __future__ import annotations
 
+from pathlib import Path, PurePosixPath
+
 from compress.core.artifacts import artifact_files
 from compress.measure.dispatch import board_for
 from compress.measure.client import needed_engines
@@ -18,9 +20,9 @@ class Copies:
         self.jobs, self.ctx, self.rounds = jobs, ctx, rounds
         inputs, evaluation = files[:2]
         # one folder per artifact, with its weights file where it has one (names kept:
-        # an ONNX model refers to its external data by name)
-        self.models = [{part: f"models/{job.artifact.id}/{part.name}"
-                        for part in artifact_files(ctx.path(job.artifact))} for job in jobs]
+        # an ONNX model refers to its external data by name); a folder artifact (a
+        # language model's) is that folder, its layout kept
+        self.models = [_model_files(ctx.path(job.artifact), job.artifact.id) for job in jobs]
         self.inputs = {path: f"inputs/{path.name}" for path in (inputs, evaluation) if path}
         self.held: dict[tuple, dict] = {}   # (target, board) -> {local path: path there}
 
@@ -47,9 +49,26 @@ class Copies:
                                         f"({place.label})", None):
                 self.held[key] = place.stage({**files, **self.inputs}, engines,
                                              self.ctx.progress.note)
-            return self.held[key]
+            return _with_folder(self.held[key], self.ctx.path(job.artifact))
         held = self.held[key]
         missing = {p: n for p, n in self.models[index].items() if p not in held}
         if missing:
             held.update(place.add(missing))
-        return held
+        return _with_folder(held, self.ctx.path(job.artifact))
+
+
+def _model_files(path: Path, name: str) -> dict[Path, str]:
+    """{local file: its name on the device} of one artifact, under models/<name>/."""
+    if path.is_dir():
+        return {part: f"models/{name}/{part.relative_to(path).as_posix()}"
+                for part in artifact_files(path)}
+    return {part: f"models/{name}/{part.name}" for part in artifact_files(path)}
+
+
+def _with_folder(held: dict, path: Path) -> dict:
+    """`held` with a folder artifact's own path there (from one of its files')."""
+    if path.is_dir() and path not in held:
+        part = next(p for p in held if path in Path(p).parents)
+        depth = len(Path(part).relative_to(path).parts)
+        held[path] = str(PurePosixPath(held[part]).parents[depth - 1])
+    return held

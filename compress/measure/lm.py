@@ -1,15 +1,16 @@
-"""The benchmark of a causal language model's variants: quality once per variant on this
-machine (perplexity, mean KL and top-1 agreement against the float export's logits on
-the evaluation ids, greedy agreement on the prompts: numbers that do not depend on where
-they run), and speed per target (`python -m runtimes lm-bench`, each run a fresh
-process, the variants in turn within a round) at the target's prompt length and threads:
-here, in the target's `python:`, or on its SSH device (lm_remote.py), on its profile's
-accelerator (runtimes/lm/provider.py; one that is not there: "unmeasured", the reason).
+"""What a language model's benchmark adds to the rounds loop (compress/stages/benchmark.py,
+its tokens workload in workloads.py): quality once per variant on this machine
+(perplexity, mean KL and top-1 agreement against the float export's logits on the
+evaluation ids, greedy agreement on the prompts: numbers that do not depend on where
+they run), the record of a job's rounds, and the sweep's extra points (`sweep:`: more
+prompt lengths and threads, measured after the rounds, here, in the target's `python:`
+or on its SSH device: lm_remote.py).
 
 A record has the keys of a tensor model's (report.json's `benchmarks`), its latency the
-time of one decode step (one generated token), and a `language_model` part: decode and
-prefill tokens/s, time to first token, load time, the memory apart (the runtime's base,
-the loaded model), the weights and the KV cache at the profile's context length."""
+time of one decode step (one generated token) with its rounds' p90s and interval, and a
+`language_model` part: decode and prefill tokens/s, time to first token, load time, the
+memory apart (the runtime's base, the loaded model), the weights and the KV cache at the
+profile's context length."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -84,8 +85,8 @@ def _metric(quality: dict) -> dict:
 
 def record(job, speed: dict, quality: dict, settings: dict) -> dict:
     """The report's row for one variant on one target."""
+    from compress.measure.noise import of_rounds
     from runtimes.lm.engines import for_path
-    from runtimes.measure import summarize_latencies
     path, context = Path(settings["path"]), settings["context_tokens"]
     steps = [ms for run in speed["runs"] for ms in run["step_ms"]]
     kv_bytes = for_path(path)[1].kv_cache_bytes(path, context)
@@ -93,7 +94,8 @@ def record(job, speed: dict, quality: dict, settings: dict) -> dict:
         "artifact": job.artifact.id, "format": job.artifact.format, "target": job.target,
         "baseline": job.is_baseline, "comparison": False, "engine": speed["engine"],
         "engine_choice": None, "runtime": settings["runtime"],
-        "measured_on": speed["measured_on"], "latency_ms": summarize_latencies(steps),
+        "measured_on": speed["measured_on"],
+        "latency_ms": of_rounds([run["step_ms"] for run in speed["runs"]]),
         "throughput_per_s": speed["decode_tok_s"], "runs": len(steps), "batch_size": 1,
         "peak_memory_mb": max(run["peak_rss_mb"] for run in speed["runs"]),
         "idle_memory_mb": speed["rss_base_mb"],
@@ -160,33 +162,17 @@ class Where:
         self.key = (place.label, self.provider)
 
 
-def _unmeasured(jobs, why: str) -> list[dict]:
-    return [{"artifact": job.artifact.id, "target": job.target, "baseline": job.is_baseline,
-             "comparison": False, "engine": job.engine, "unmeasured": why} for job in jobs]
-
-
-def measure_lm(jobs, config, ctx) -> list[dict]:
-    """The benchmark's records for a language model's jobs (see the module's docstring)."""
-    from compress.measure.lm_sweep import check_prompts
-    check_prompts(config.sweep, len(ctx.lm_text().evaluation) - 1)
-    qualities, records, timed = quality_of(jobs, ctx), [], {}
+def add_sweeps(records: list[dict], jobs, config, ctx) -> list[dict]:
+    """The records with each measured job's sweep points (`config.sweep`), per target."""
+    if config.sweep is None:
+        return records
+    by_job = {(r["artifact"], r["target"]): r for r in records if "language_model" in r}
+    timed: dict = {}
     for target in dict.fromkeys(job.target for job in jobs):
-        mine = [job for job in jobs if job.target == target]
-        prompt_tokens, context = _lm_settings(dict(ctx.targets)[target])
-        speeds = _shared_speeds(mine, config, ctx, timed, (prompt_tokens, mine[0].threads))
-        if isinstance(speeds, str):
-            records += _unmeasured(mine, speeds)
-            continue
-        sweeps = _sweeps(mine, config, ctx, timed)
-        for job, speed, sweep in zip(mine, speeds, sweeps):
-            settings = {"path": ctx.path(job.artifact), "context_tokens": context,
-                        "new_tokens": config.new_tokens,
-                        "runtime": {"engine": job.engine, "threads": job.threads,
-                                    "version": speed.get("engine_version"),
-                                    "provider": speed.get("provider")}}
-            records.append(record(job, speed, qualities[job.artifact.id], settings))
-            if sweep:
-                records[-1]["language_model"]["sweep"] = sweep
+        mine = [job for job in jobs if (job.artifact.id, target) in by_job
+                and job.target == target]
+        for job, sweep in zip(mine, _sweeps(mine, config, ctx, timed) if mine else ()):
+            by_job[(job.artifact.id, target)]["language_model"]["sweep"] = sweep
     return records
 
 

@@ -1,4 +1,5 @@
-"""A language model's tokens/s on an SSH target: every variant's files copied to the
+"""A language model's sweep points on an SSH target (the rounds themselves go through the
+benchmark's places like any other model's): every variant's files copied to the
 device with the runner (one temporary folder, removed when the benchmark ends), then
 `python -m runtimes lm-bench` run there, a fresh process per measurement, the variants in
 turn within each round, on the host's prompt ids and the profile's accelerator: the same

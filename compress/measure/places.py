@@ -1,8 +1,9 @@
 """Where a measurement runs: this Python, another local Python, or a device over SSH.
 
-The benchmark stage talks to a Place only: put the files there (`stage`), run the runner
-with arguments (`measure` -> runtimes.result.Measurement), read a file back (`read`),
-clean up (`close`). Which place a target gets is a registry keyed by the target's
+The benchmark stage talks to a Place only: put the files there (`stage`), run one of the
+runners with arguments (`run(command, args)` -> its JSON answer and wall time: `bench`
+for a tensor model, `lm-bench` for a language model; `measure` -> the tensor runner's
+runtimes.result.Measurement), read a file back (`read`), clean up (`close`). Which place a target gets is a registry keyed by the target's
 kind (`PLACES`), like the stages: adding one is a module that registers an opener.
 
 `device` names what a place measures on: places with the same device never measure at
@@ -43,11 +44,17 @@ class LocalPlace:
     def outputs_path(self, out_dir: Path, name: str) -> str:
         return str(out_dir / name)
 
-    def measure(self, args: list[str], timeout: float, advance) -> Measurement:
+    def run(self, command: str, args: list[str], timeout: float,
+            advance) -> tuple[dict, float]:
+        """`python -m runtimes <command> <args>` in a fresh subprocess: its answer, the
+        wall time."""
         started = time.perf_counter()
         answer = measure_in_subprocess([self.python or sys.executable, "-m", "runtimes",
-                                        "bench", *args], timeout, advance)
-        return _measurement(answer, self.label, time.perf_counter() - started)
+                                        command, *args], timeout, advance)
+        return answer, time.perf_counter() - started
+
+    def measure(self, args: list[str], timeout: float, advance) -> Measurement:
+        return measurement(*self.run("bench", args, timeout, advance), self.label)
 
     def read(self, path: str) -> bytes:
         return Path(path).read_bytes()
@@ -99,18 +106,24 @@ class SshPlace:
     def outputs_path(self, out_dir: Path, name: str) -> str:
         return self.host.path(name)
 
-    def measure(self, args: list[str], timeout: float, advance) -> Measurement:
+    def run(self, command: str, args: list[str], timeout: float,
+            advance) -> tuple[dict, float]:
+        """`python -m runtimes <command> <args>` on the device: its answer, the wall time;
+        DeviceLost when ssh itself fails (the device, not the model)."""
         started = time.perf_counter()
-        command = self.host.runner_command(args, timeout)
         try:
-            answer = measure_in_subprocess(command, timeout, advance, self.host)
+            answer = measure_in_subprocess(self.host.runner_command(args, timeout, command),
+                                           timeout, advance, self.host)
         except DeviceLost:
             raise
         except RemoteError as exc:   # ssh itself failed: the device, not the model
             raise DeviceLost(str(exc)) from None
         wall = time.perf_counter() - started
         self.host.times.run_s.append(wall)
-        return _measurement(answer, self.label, wall)
+        return answer, wall
+
+    def measure(self, args: list[str], timeout: float, advance) -> Measurement:
+        return measurement(*self.run("bench", args, timeout, advance), self.label)
 
     def hold(self, files: dict[Path, str], engines, note=print) -> dict[Path, str]:
         """`files` on the device: stage() on the first call, add() what is missing on the
@@ -128,18 +141,8 @@ class SshPlace:
         return self.host.path(name)
 
     def run_json(self, command: str, args: list[str], timeout: float) -> dict:
-        """`python -m runtimes <command> <args>` on the device (lm-bench: a language
-        model's tokens/s), its JSON line; Unavailable when it exits 3 there."""
-        started = time.perf_counter()
-        try:
-            answer = measure_in_subprocess(self.host.runner_command(args, timeout, command),
-                                           timeout, lambda **_: None, self.host)
-        except DeviceLost:
-            raise
-        except RemoteError as exc:   # ssh itself failed: the device, not the model
-            raise DeviceLost(str(exc)) from None
-        self.host.times.run_s.append(time.perf_counter() - started)
-        return answer
+        """`python -m runtimes <command> <args>` on the device, its JSON line."""
+        return self.run(command, args, timeout, lambda **_: None)[0]
 
     def read(self, path: str) -> bytes:
         proc = self.host.connection.run(["cat", path], timeout=300, check=True)
@@ -155,7 +158,7 @@ class SshPlace:
         return self.host.close()
 
 
-def _measurement(answer: dict, device: str, wall_s: float) -> Measurement:
+def measurement(answer: dict, wall_s: float, device: str) -> Measurement:
     try:
         return Measurement.from_json(answer, device, wall_s)
     except ValueError as exc:

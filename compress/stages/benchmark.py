@@ -1,7 +1,8 @@
 """`benchmark`: every final artifact and the FP32 baselines, on each target that runs them,
-each by `python -m runtimes bench` in a fresh subprocess (numpy and the runtime only: torch
-here never pollutes memory or timing; the same code runs on a device); a language model's
-variants by compress/measure/lm.py."""
+each by the runner in a fresh subprocess (`python -m runtimes bench`, or `lm-bench` for a
+language model: numpy and the runtime only, so torch here never pollutes memory or
+timing; the same code runs on a device). One rounds loop for every kind of model: what
+differs is the workload (compress/measure/workloads.py), read from the format table."""
 from __future__ import annotations
 
 import math
@@ -12,16 +13,15 @@ from typing import Literal, Optional
 from pydantic import (Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, PositiveInt,
                       model_validator)
 
-from compress.measure.inputs import custom_score, write_inputs
-from compress.measure.lm import measure_lm
+from compress.measure.inputs import custom_score
 from compress.measure.lm_sweep import LMSweep
 from compress.measure.copies import Copies
-from compress.measure.records import by_device, pool_rounds, record, spread
+from compress.measure.records import by_device, spread
+from compress.measure.workloads import Prepared, RunnerPaths, of_jobs
 from compress.measure.noise import measure_close
 from compress.measure.screen import Screen
 from compress.measure.dispatch import Item, dispatch
-from compress.measure.client import (AUTO, baseline_engines, device_flags, engine_flags,
-                                     engine_for, min_metric_flag, reports_placement)
+from compress.measure.client import AUTO, baseline_engines, device_flags, engine_for
 from compress.measure.exits import Unavailable, unmeasured
 from compress.stagebase import StageConfig, register
 from runtimes import engines
@@ -111,57 +111,20 @@ def plan_jobs(candidates, targets, cores: dict[str, int],
     return jobs, skipped
 
 
-@dataclass(frozen=True)
-class RunnerPaths:
-    """One round's files as the measuring machine sees them: the model, the timed inputs
-    and the evaluation data (None: none), and where a custom metric's outputs go."""
-    model: str
-    inputs: Optional[str] = None
-    evaluation: Optional[str] = None
-    outputs: str = ""
-
-
-def _runner_args(paths: RunnerPaths, job: Job, config: Benchmark, metric,
-                 first_round: bool = True) -> list[str]:
-    """What follows `python -m runtimes bench`. The metric and the op placement do not
-    change between rounds: the first one has them."""
-    cmd = [str(paths.model), "--json", "--progress",
-           "--samples", "--threads", str(job.threads), "--warmup", str(config.warmup),
-           "--runs", str(math.ceil(config.runs / config.rounds)),
-           "--seconds", str(config.min_seconds / config.rounds),
-           "--eval-batch", str(config.eval_batch), *job.device_flags]
-    if paths.inputs:
-        cmd += ["--inputs", str(paths.inputs)]
-    if job.artifact.meta.get("channels_last", False):
-        cmd += ["--nhwc"]
-    cmd += engine_flags(job.engine, job.settings, job.artifact.format)
-    if first_round and reports_placement(job.engine, job.settings):
-        cmd += ["--placement"]
-    if paths.evaluation and first_round:
-        cmd += ["--eval", str(paths.evaluation)]
-        if metric["custom"]:  # scored on this side, by the user's function
-            return cmd + ["--save-outputs", paths.outputs]
-        cmd += ["--metric", metric["name"], *min_metric_flag(job.engine, job.max_drop, metric)]
-        if metric.get("primary"):
-            cmd += ["--primary", metric["primary"]]
-        if metric.get("pairs"):
-            cmd += ["--pairs"]
-    return cmd
-
-
 class _Rounds:
     """What the rounds of one benchmark share (the measurements made so far, the jobs
     settled without timing), guarded for measurements made on devices side by side."""
 
-    def __init__(self, jobs: list[Job], ctx, config: Benchmark, files: tuple):
-        self.jobs, self.ctx, self.config, self.files = jobs, ctx, config, files
-        self.screen = Screen(ctx, config, files[2])
+    def __init__(self, jobs: list[Job], ctx, config: Benchmark, prepared: Prepared, workload):
+        self.jobs, self.ctx, self.config = jobs, ctx, config
+        self.prepared, self.workload, self.files = prepared, workload, prepared.files
+        self.screen = Screen(ctx, config, prepared.metric)
         self.keys = [self.screen.key(job) for job in jobs]
         self.twins: dict[int, int] = {}   # job -> an earlier job measured the same way
         self.rounds = {index: [] for index in range(len(jobs))}
         self.done: dict[int, dict] = {}   # job -> its record without timing: unmeasured,
         #                                   not timed, or a measurement this search made
-        self.copies = Copies(jobs, ctx, files, config.rounds)
+        self.copies = Copies(jobs, ctx, self.files, config.rounds)
         self.lock = threading.Lock()
 
     def todo(self) -> list[int]:
@@ -189,10 +152,10 @@ class _Rounds:
                 self.jobs[index] = replace(job, engine=result.engine_choice["chosen"])
 
     def _measure_once(self, index: int, place, round_index: int) -> Measurement:
-        """One round of one job on one device: the runner's result (its metric in the
-        first round only, which does not change between rounds; a custom metric scored
-        here from the outputs it wrote). Raises Unavailable, and places.DeviceLost when
-        the device's connection fails."""
+        """One round of one job on one device: the runner's result (the workload's round;
+        its metric in the first round only, which does not change between rounds; a
+        custom metric scored here from the outputs it wrote). Raises Unavailable, and
+        places.DeviceLost when the device's connection fails."""
         job, config, ctx = self.jobs[index], self.config, self.ctx
         inputs, evaluation, metric_info = self.files
         artifact = job.artifact
@@ -202,8 +165,8 @@ class _Rounds:
         outputs = place.outputs_path(ctx.out_dir, f"outputs-{index}.npz")
         # a comparison is timed only: the metric and placement are the baseline record's
         first = round_index == 0 and not job.comparison
-        args = _runner_args(RunnerPaths(model, batch, evaluate, outputs), job, config,
-                            metric_info, first)
+        args = self.workload.args(RunnerPaths(model, batch, evaluate, outputs), job, config,
+                                  self.prepared, first, ctx)
         device = f" on {place.label}" if ctx.fleets[job.target].size > 1 else ""
         # the engine named: a baseline is also timed on the target's other engines
         label = (f"benchmark {artifact.id} on {job.target}{device}, engine {job.engine} "
@@ -211,7 +174,8 @@ class _Rounds:
                  + (f"round {round_index + 1} of {config.rounds})" if round_index < config.rounds
                     else "an extra round)"))
         with ctx.progress.task(label, math.ceil(config.runs / config.rounds)) as advance:
-            result = place.measure(args, config.timeout_s, advance)
+            result = self.workload.result(*place.run(self.workload.command, args,
+                                                     config.timeout_s, advance), place.label)
         if first and evaluate and metric_info and metric_info["custom"]:
             fidelity = (result.metric or {}).get("details") or {}
             metric = custom_score(ctx, place, outputs)
@@ -232,8 +196,10 @@ class _Rounds:
 
     def _record(self, index: int, job: Job) -> dict:
         rounds, fleet = self.rounds[index], self.ctx.fleets[job.target]
-        made = record(pool_rounds(rounds), job, self.files[2],
-                      next((p for p in fleet.opened if p.label == rounds[0].device), None))
+        made = self.workload.record(
+            rounds, job, self.prepared,
+            next((p for p in fleet.opened if p.label == rounds[0].device), None),
+            self.ctx, self.config)
         if fleet.size > 1:   # a fleet: each board's own figures beside the pooled ones
             made["devices"] = by_device(rounds)
             made["device_spread"] = spread(made["devices"])
@@ -254,19 +220,15 @@ def _items(rounds: _Rounds, round_index: int) -> list[Item]:
 @register(Benchmark, produces_artifacts=False)
 def run(jobs: list[Job], config: Benchmark, ctx) -> list[dict]:
     """`jobs`: what plan_jobs made of the candidates and the pipeline's targets."""
-    if formats.is_language(ctx.pipeline.model.format):   # timed in tokens/s
-        return measure_lm(jobs, config, ctx)
-    files = write_inputs(ctx, ctx.out_dir)
-    metric_info = files[2]
-    if metric_info is not None:
-        metric_info["drop"] = ctx.metric().drop
+    workload = of_jobs(jobs)   # the format table's: feeds timed, or tokens/s
+    prepared = workload.prepare(jobs, config, ctx)
     # an `auto` job becomes its chosen engine's after the first round
-    state = _Rounds(list(jobs), ctx, config, files)
+    state = _Rounds(list(jobs), ctx, config, prepared, workload)
     for round_index in range(config.rounds):
         _round(state, round_index)
     measure_close(state, lambda at, only: _round(state, at, only), config.rounds,
                   ctx.progress.note)
-    return state.records()
+    return workload.finish(state.records(), jobs, config, ctx)
 
 
 def _round(state: _Rounds, round_index: int, only: Optional[list[int]] = None) -> None:

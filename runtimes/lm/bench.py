@@ -93,7 +93,7 @@ def measure(path: Path, work: "Workload") -> dict:
         step_ms.append((now - step) * 1000)
         step = now
     decode_s, decoded = time.perf_counter() - started, len(picked) - 1
-    return {"engine": form.engine, "engine_version": _version(form.packages),
+    return {"engine": form.name, "engine_version": _version(form.packages),
             "load_s": load_s, "prompt_tokens": len(prompt),
             "prefill_s": prefill_s, "prefill_tok_s": len(prompt) / prefill_s,
             "ttft_s": ttft_s, "decode_tokens": decoded,

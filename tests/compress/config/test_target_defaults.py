@@ -52,7 +52,8 @@ def test_a_profile_mode_that_contradicts_the_stage_is_an_error():
 
 
 def test_a_profile_delegate_and_its_options_reach_the_runner(tmp_path):
-    from compress.stages.benchmark import Benchmark, RunnerPaths, _runner_args
+    from compress.measure.workloads import Prepared, RunnerPaths, latency_args
+    from compress.stages.benchmark import Benchmark
     path = tmp_path / "litert-gpu.yaml"
     path.write_text("name: litert-gpu\ndevice: {arch: any}\nruntime:\n  delegate: gpu\n"
                     "  delegate_options: {enforce_f32: true, benchmark_mode: false}\n")
@@ -60,9 +61,9 @@ def test_a_profile_delegate_and_its_options_reach_the_runner(tmp_path):
     candidates = [(_artifact("onnx", "onnx"), True), (_artifact("tflite", "tflite"), False)]
     jobs, _ = plan_jobs(candidates, targets, {"litert-gpu": 2})
     onnx, tflite = sorted((j for j in jobs if not j.comparison), key=lambda j: j.artifact.id)
-    onnx_args = _runner_args(RunnerPaths("m.onnx"), onnx, Benchmark(type="benchmark"), None)
+    onnx_args = latency_args(RunnerPaths("m.onnx"), onnx, Benchmark(type="benchmark"), Prepared())
     assert "--delegate" not in onnx_args and "--delegate-option" not in onnx_args  # LiteRT's
-    args = _runner_args(RunnerPaths("m.tflite"), tflite, Benchmark(type="benchmark"), None)
+    args = latency_args(RunnerPaths("m.tflite"), tflite, Benchmark(type="benchmark"), Prepared())
     assert args[args.index("--delegate") + 1] == "gpu"
     options = [args[i + 1] for i, a in enumerate(args) if a == "--delegate-option"]
     assert options == ["enforce_f32=1", "benchmark_mode=0"]
@@ -76,7 +77,8 @@ def _profile(tmp_path, engines: str):
 
 
 def test_the_first_listed_engine_that_runs_a_format_measures_it(tmp_path):
-    from compress.stages.benchmark import Benchmark, RunnerPaths, _runner_args
+    from compress.measure.workloads import Prepared, RunnerPaths, latency_args
+    from compress.stages.benchmark import Benchmark
     candidates = [(_artifact("onnx", "onnx"), True), (_artifact("tflite", "tflite"), False)]
     jobs, skipped = plan_jobs(candidates, _profile(tmp_path, "[openvino, onnxruntime]"),
                               {"board": 2})
@@ -84,12 +86,13 @@ def test_the_first_listed_engine_that_runs_a_format_measures_it(tmp_path):
     assert [(j.artifact.id, j.engine, j.comparison) for j in jobs] == [
         ("onnx", "openvino", False), ("onnx", "onnxruntime", True)]
     assert skipped[0]["reason"].endswith("(runtime.engines in its profile): no tflite files")
-    args = _runner_args(RunnerPaths("m.onnx"), jobs[0], Benchmark(type="benchmark"), None)
+    args = latency_args(RunnerPaths("m.onnx"), jobs[0], Benchmark(type="benchmark"), Prepared())
     assert args[args.index("--engine") + 1] == "openvino" and "--precision" not in args
 
 
 def test_engines_auto_lets_the_runner_choose_and_an_artifact_names_its_precision(tmp_path):
-    from compress.stages.benchmark import Benchmark, RunnerPaths, _runner_args
+    from compress.measure.workloads import Prepared, RunnerPaths, latency_args
+    from compress.stages.benchmark import Benchmark
     bf16 = SimpleNamespace(id="bf16", format="onnx", meta={"inference_precision": "bf16"})
     candidates = [(_artifact("onnx", "onnx"), True), (bf16, False),
                   (_artifact("tflite", "tflite"), False)]
@@ -100,7 +103,7 @@ def test_engines_auto_lets_the_runner_choose_and_an_artifact_names_its_precision
         ("onnx", "onnxruntime", False), ("onnx", "openvino", True),
         ("bf16", "auto", False), ("tflite", "auto", False)]
     jobs = jobs[2:]
-    args = [_runner_args(RunnerPaths("m.onnx"), job, Benchmark(type="benchmark"), None)
+    args = [latency_args(RunnerPaths("m.onnx"), job, Benchmark(type="benchmark"), Prepared())
             for job in jobs]
     assert all(a[a.index("--engine") + 1] == "auto" and "--placement" in a for a in args)
     assert args[0][args[0].index("--precision") + 1] == "bf16" and "--precision" not in args[1]
