@@ -92,7 +92,8 @@ class SshPlace:
                  f"that killed runs left there ({', '.join(host.swept)})")
         note(f"target {host.name}: {host.times.copied_bytes / 2**20:.1f} MiB copied to "
              f"{self.label} in {host.times.copy_s:.2f} s")
-        return {path: host.path(name) for path, name in files.items()}
+        self._held = {path: host.path(name) for path, name in files.items()}
+        return dict(self._held)   # one folder on the device: hold() adds to it
 
     def add(self, files: dict[Path, str]) -> dict[Path, str]:
         """Copy more files into what stage() made (a fleet's board gets a model when it
@@ -101,7 +102,9 @@ class SshPlace:
             self.host.add(list(files.items()))
         except RemoteError as exc:
             raise DeviceLost(str(exc)) from None
-        return {path: self.host.path(name) for path, name in files.items()}
+        added = {path: self.host.path(name) for path, name in files.items()}
+        self._held = {**(self._held or {}), **added}
+        return added
 
     def outputs_path(self, out_dir: Path, name: str) -> str:
         return self.host.path(name)
