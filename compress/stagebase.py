@@ -81,6 +81,11 @@ class StageConfig(Strict, metaclass=_CheckedInPython):
         """How to give this stage a model it takes, when it was given `given`."""
         return ""
 
+    def baseline_settings(self) -> dict:
+        """An export stage's settings for the source's float model in its format (the
+        baseline, compress/runner/baselines.py): its own, less what would quantize it."""
+        return self.model_dump(exclude={"name", "input"})
+
     def external_inputs(self) -> dict[str, object]:
         """{setting: checkpoint path or `module:callable` factory} this stage reads besides
         its input artifact; their contents (not their names) go into the stage's cache key."""

@@ -11,15 +11,12 @@ from runtimes import formats
 
 def baseline_config(pipeline, fmt: str):
     """The export stage config that makes the source's FP32 `fmt` model: the pipeline's
-    first stage of that type with `input: source` (FP32 for TFLite), else the default."""
+    first stage of that type with `input: source`, its quantizing settings left out
+    (StageConfig.baseline_settings), else the default."""
     stage_type = formats.get(fmt).made_by
     config_cls = STAGES[stage_type].config_cls
     first = next((s for s in pipeline.stages if s.type == stage_type), None)
-    settings = first.model_dump(exclude={"name", "input"}) if first is not None else {}
-    if fmt == "tflite":  # keep how it is laid out and checked, not its quantization
-        keep = ("channels_last", "parity_samples")
-        settings = {k: v for k, v in settings.items() if k in keep}
-        settings.update(mode="fp32", preset="none")
+    settings = first.baseline_settings() if first is not None else {}
     return config_cls(**settings, input="source")
 
 

@@ -66,6 +66,11 @@ class ExportTflite(StageConfig, FloorSettings, Int8Refinements):
     def formats(self) -> dict[str, str]:
         return {"torch": "tflite"}
 
+    def baseline_settings(self) -> dict:
+        """How it is laid out and checked, not its quantization: FP32, no preset."""
+        return {"channels_last": self.channels_last, "parity_samples": self.parity_samples,
+                "mode": "fp32", "preset": "none"}
+
     def format_hint(self, given: str) -> str:
         if given == "tflite":
             return "the model is TFLite already: leave export.tflite out (quantize takes it)"

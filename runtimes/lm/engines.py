@@ -1,49 +1,42 @@
-"""The language-model engines, one record each: the packages that bring it, what a device
-must import to run it, how to load its libraries and open a model, and its KV cache's
-size. Which format each opens is the format table's (runtimes/formats.py); the tokens/s
-measurement (bench.py) and the quality scoring go through `for_path`, never through one
-engine by name, so an engine is one record here and one module beside it.
+"""The language-model engines: every module of runtimes/lm that defines an `ENGINE` record
+(runtimes/lm/stream.py's LMEngine: the packages that bring it, what a device must import
+to run it, how to load its libraries and open a model, its KV cache's size), found here,
+so adding an engine is its module and its format's row (runtimes/formats.py). The
+tokens/s measurement (bench.py) and the quality scoring go through `for_path`, never
+through one engine by name.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+import importlib
+import pkgutil
 from pathlib import Path
-from typing import Callable
 
+import runtimes.lm
 from runtimes import formats
 from runtimes.errors import RuntimeInputError
-from runtimes.lm import genai, llamacpp
+from runtimes.lm.stream import LMEngine
 
 
-@dataclass(frozen=True)
-class LMEngine:
-    name: str
-    packages: tuple[str, ...]    # the distributions that bring the engine (its version)
-    modules: tuple[str, ...]     # what a device must import to run it (any one of them)
-    runtime: Callable[[], object]  # loads the engine's libraries (a clear error if missing)
-    open: Callable               # (path, threads, provider=, **options) -> the stream calls
-    kv_cache_bytes: Callable[[Path, int], int]
-
-
-ENGINES = (
-    LMEngine("onnxruntime-genai", ("onnxruntime-genai", "onnxruntime-genai-cuda"),
-             ("onnxruntime_genai",), genai.import_genai,
-             lambda path, threads, provider=None, **_: genai.GenaiModel(path, threads,
-                                                                         provider),
-             genai.kv_cache_bytes),
-    LMEngine("llama.cpp", ("llama-cpp-python",), ("llama_cpp",), llamacpp.import_llama_cpp,
-             lambda path, threads, **options: llamacpp.LlamaCppModel(path, threads, **options),
-             llamacpp.kv_cache_bytes),
-)
-_BY_NAME = {engine.name: engine for engine in ENGINES}
+@functools.cache
+def all_engines() -> tuple[LMEngine, ...]:
+    """Every engine, in its module's name order (found on first use: an engine module
+    may import this one)."""
+    found = []
+    for module in sorted(pkgutil.iter_modules(runtimes.lm.__path__), key=lambda m: m.name):
+        engine = getattr(importlib.import_module(f"runtimes.lm.{module.name}"), "ENGINE", None)
+        if isinstance(engine, LMEngine):
+            found.append(engine)
+    return tuple(found)
 
 
 def get(name: str) -> LMEngine:
+    by_name = {engine.name: engine for engine in all_engines()}
     try:
-        return _BY_NAME[name]
+        return by_name[name]
     except KeyError:
         raise RuntimeInputError(f"unknown language-model engine '{name}'; known: "
-                                f"{', '.join(_BY_NAME)}") from None
+                                f"{', '.join(by_name)}") from None
 
 
 def for_path(path: str | Path) -> tuple[formats.Format, LMEngine]:

@@ -15,7 +15,7 @@ import numpy as np
 
 from runtimes.errors import ProviderUnavailable, RuntimeInputError
 from runtimes.lm.provider import GENAI_NAMES, LMProvider
-from runtimes.lm.stream import StreamModel
+from runtimes.lm.stream import LMEngine, StreamModel
 
 
 def import_genai():
@@ -153,3 +153,9 @@ class GenaiModel(StreamModel):
 
     def done(self) -> bool:
         return self._left <= 0 or self._stream.is_done()
+
+
+ENGINE = LMEngine("onnxruntime-genai", ("onnxruntime-genai", "onnxruntime-genai-cuda"),
+                  ("onnxruntime_genai",), import_genai,
+                  lambda path, threads, provider=None, **_: GenaiModel(path, threads, provider),
+                  kv_cache_bytes)

@@ -18,7 +18,7 @@ import numpy as np
 
 from runtimes.errors import ProviderUnavailable, RuntimeInputError
 from runtimes.lm.provider import LMProvider
-from runtimes.lm.stream import StreamModel
+from runtimes.lm.stream import LMEngine, StreamModel
 
 INSTALL = "make llama-cpp (pip builds llama-cpp-python, and llama.cpp with it, once)"
 
@@ -144,3 +144,8 @@ class LlamaCppModel(StreamModel):
         return self._pending is not None and (
             self._lib.llama_vocab_is_eog(self._eog_vocab, self._pending)
             or self._llm.n_tokens >= self.context)
+
+
+ENGINE = LMEngine("llama.cpp", ("llama-cpp-python",), ("llama_cpp",), import_llama_cpp,
+                  lambda path, threads, **options: LlamaCppModel(path, threads, **options),
+                  kv_cache_bytes)

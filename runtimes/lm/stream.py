@@ -1,9 +1,25 @@
-"""The calls every language-model engine offers (runtimes/lm/genai.py, llamacpp.py), and
-what is built on them once: greedy generation. The tokens/s benchmark drives the same
-three stream calls, so every engine is timed on the same steps."""
+"""What every language-model engine module offers (runtimes/lm/genai.py, llamacpp.py, ...):
+its `ENGINE` record, and a model with the stream calls, on which greedy generation is
+built once. The tokens/s benchmark drives the same three stream calls, so every engine
+is timed on the same steps."""
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+
+@dataclass(frozen=True)
+class LMEngine:
+    """An engine module's record (its `ENGINE`; runtimes/lm/engines.py finds them). Which
+    format it opens is the format table's (runtimes/formats.py)."""
+    name: str
+    packages: tuple[str, ...]    # the distributions that bring the engine (its version)
+    modules: tuple[str, ...]     # what a device must import to run it (any one of them)
+    runtime: Callable[[], object]  # loads the engine's libraries (a clear error if missing)
+    open: Callable               # (path, threads, provider=, **options) -> a StreamModel
+    kv_cache_bytes: Callable[[Path, int], int]
 
 
 class StreamModel(ABC):

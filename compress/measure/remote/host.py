@@ -26,16 +26,16 @@ from compress.errors import RemoteError
 from compress.measure.remote.scripts import HOLD, PROBE
 from compress.measure.remote.ssh import SshConnection, SshSettings
 from runtimes import engines
-from runtimes.lm.engines import ENGINES as LM_ENGINES
+from runtimes.lm.engines import all_engines as lm_engines
 
 RUNNER_PACKAGE = Path(__file__).resolve().parents[3] / "runtimes"
 
 # module alternatives per need, and the pip name that provides each: numpy, every
 # engine's own (runtimes.engines) and the language-model engines' (runtimes.lm.engines)
 _NEEDS = {"numpy": ("numpy",), **{e: engines.get(e).modules for e in engines.names()},
-          **{e.name: e.modules for e in LM_ENGINES}}
+          **{e.name: e.modules for e in lm_engines()}}
 _PIP_NAME = {"numpy": "numpy", **{e: engines.get(e).pip for e in engines.names()},
-             **{e.name: e.packages[0] for e in LM_ENGINES}}
+             **{e.name: e.packages[0] for e in lm_engines()}}
 MIN_PYTHON = (3, 10)
 # A killed run's folder on the device is removed by the next run once it is this old
 # (seconds; a live run locks its folder within seconds of making it). Tests shorten it.
