@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from runtimes.errors import RuntimeInputError
-from runtimes.lm import genai, llamacpp
+from runtimes.lm import genai, llamacpp, ovgenai
 
 TENSOR, LANGUAGE = "tensor", "language"     # the two kinds of model
 LATENCY, TOKENS = "latency", "tokens"       # the benchmark's workload for each kind
@@ -88,6 +88,9 @@ FORMATS = (
            size=genai.folder_bytes, ships=FOLDER),
     Format("gguf", LANGUAGE, "a GGUF file (llama.cpp)", llamacpp.accepts, ("llama.cpp",),
            "export.gguf", "causal_lm", baseline=True, size=llamacpp.file_bytes),
+    Format("ovgenai", LANGUAGE, "an OpenVINO GenAI model folder (a stateful OpenVINO IR)",
+           ovgenai.accepts, ("openvino-genai",), "export.ovgenai", "causal_lm",
+           baseline=True, size=ovgenai.folder_bytes, ships=FOLDER),
 )
 _BY_NAME = {row.name: row for row in FORMATS}
 

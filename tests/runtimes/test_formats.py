@@ -16,6 +16,27 @@ def test_each_language_format_is_recognized_by_its_path(tmp_path):
     (tmp_path / "m.gguf").write_bytes(b"GGUF")
     assert [part.name for part in for_path(folder)] == ["genai", "onnxruntime-genai"]
     assert [part.name for part in for_path(tmp_path / "m.gguf")] == ["gguf", "llama.cpp"]
+    ov = tmp_path / "ov"
+    ov.mkdir()
+    for name in ("openvino_model.xml", "openvino_model.bin", "openvino_tokenizer.xml"):
+        (ov / name).write_bytes(b"12")
+    assert [part.name for part in for_path(ov)] == ["ovgenai", "openvino-genai"]
+    assert for_path(ov)[0].size(ov) == 4           # the model's IR and weights, no tokenizer
+
+
+def test_an_openvino_genai_folder_runs_on_the_cpu_only(tmp_path):
+    from runtimes.errors import ProviderUnavailable
+    from runtimes.lm.ovgenai import OVGenaiModel, kv_cache_bytes
+    from runtimes.lm.provider import LMProvider
+    (tmp_path / "config.json").write_text('{"num_hidden_layers": 2, "hidden_size": 64, '
+                                          '"num_attention_heads": 4, "num_key_value_heads": 2}')
+    assert kv_cache_bytes(tmp_path, 10) == 2 * 2 * 2 * 16 * 10 * 4
+    with pytest.raises(RuntimeInputError, match="not an OpenVINO GenAI model folder"):
+        OVGenaiModel(tmp_path)
+    for name in ("openvino_model.xml", "openvino_tokenizer.xml"):
+        (tmp_path / name).write_text("x")
+    with pytest.raises(ProviderUnavailable, match="on the CPU here"):
+        OVGenaiModel(tmp_path, provider=LMProvider("CUDAExecutionProvider", ()))
 
 
 def test_a_tensor_file_is_recognized_by_its_suffix(tmp_path):

@@ -150,3 +150,32 @@ def test_the_gguf_route_runs_llama_cpps_types_through_the_same_pipeline(first_ru
     assert rows["f32"]["baseline"] and rows["q8"]["metric"]["kl_mean"] < 0.02
     assert rows["q4"]["size_bytes"] < rows["q8"]["size_bytes"] < rows["f32"]["size_bytes"] / 3
     assert abs(result.artifacts[1].meta["parity"]["perplexity_increase"]) < 1e-3
+
+
+def test_the_openvino_genai_route_goes_through_the_same_pipeline(tmp_path):
+    """export.ovgenai: a stateful OpenVINO IR made by OpenVINO's converter, at parity with
+    torch; NNCF's INT8 of it; both measured by the same rounds loop on the openvino-genai
+    engine and scored against their own float export, beside onnxruntime-genai's."""
+    pytest.importorskip("openvino_genai")
+    pytest.importorskip("nncf")
+    import compress
+    pipeline = _pipeline(tmp_path)
+    pipeline.update(name="ov", targets=["host-cpu"], stages=[
+        {"type": "export.genai", "name": "float", "parity_tokens": 128},
+        {"type": "export.ovgenai", "name": "ov-float", "input": "source", "parity_tokens": 128},
+        {"type": "export.ovgenai", "name": "ov-int8", "input": "source", "weights": "int8"},
+        {"type": "benchmark", "rounds": 1, "new_tokens": 8}])
+    result = compress.run(pipeline, quiet=True)
+    made = {a.id: a for a in result.artifacts}
+    assert abs(made["ov-float"].meta["parity"]["perplexity_increase"]) < 1e-3
+    assert made["ov-float"].meta["parity"]["prompts_identical"] == 1
+    assert made["ov-int8"].meta["nncf"]["data"] is False
+    rows = {b["artifact"]: b for b in result.benchmarks}
+    assert set(rows) == {"float", "ov-float", "ov-int8"}
+    assert {rows[a]["engine"] for a in ("ov-float", "ov-int8")} == {"openvino-genai"}
+    assert rows["float"]["engine"] == "onnxruntime-genai"
+    int8 = rows["ov-int8"]
+    assert "ov-float" in int8["metric"]["baseline_model"]          # its own float export
+    assert 0 < int8["metric"]["kl_mean"] < 0.1 and int8["language_model"]["decode_tok_s"] > 0
+    assert int8["size_bytes"] < 0.3 * rows["ov-float"]["size_bytes"]   # every weight at 8 bits
+    assert len(int8["latency_ms"]["p90_rounds"]) == 1               # the common rounds loop
