@@ -8,6 +8,7 @@ from pydantic import (Field, NonNegativeFloat, NonNegativeInt, PositiveFloat, Po
 
 from profiles.validation import Strict
 from runtimes import engines as engine_registry
+from runtimes.lm.engines import all_engines as language_engines
 from runtimes.power import METER_NAMES
 from runtimes.errors import RuntimeInputError
 
@@ -25,8 +26,9 @@ class Device(Strict):
 
 
 ENGINES = engine_registry.names()          # every engine runtimes/engines/ registers
+LM_ENGINES = tuple(e.name for e in language_engines())   # and runtimes/lm/'s
 AUTO = "auto"    # the runner probes the installed engines on the target, the fastest measures
-Engine = Literal[(*ENGINES, AUTO)]          # type: ignore[valid-type]
+Engine = Literal[(*ENGINES, *LM_ENGINES, AUTO)]          # type: ignore[valid-type]
 
 
 class Provider(Strict):
@@ -54,7 +56,9 @@ class Runtime(Strict):
         "(ONNX: onnxruntime or openvino; TFLite: litert), and not at all when none does. "
         "`auto`: on the target, the runner times every installed engine that runs the "
         "artifact for a moment and measures it with the fastest (the probe's numbers go in "
-        "the report)")
+        "the report). A language model's format has one engine each (onnxruntime-genai, "
+        "llama.cpp, openvino-genai): listing any of them measures only those; listing none, "
+        "or auto, measures every one, and the measurement picks")
     threads: Optional[PositiveInt] = Field(
         None, description="intra-op threads; empty = one per core of the measuring machine")
     xnnpack: bool = Field(True, description="LiteRT: run on the XNNPACK CPU delegate "
@@ -114,6 +118,11 @@ class Runtime(Strict):
     def runs(self, engine: str) -> bool:
         """Whether `engine` may measure on this device (any engine may, with auto)."""
         return self.auto or engine in self.engines
+
+    def runs_language(self, engine: str) -> bool:
+        """Whether the language-model engine `engine` measures here: with auto, or when
+        listed, or when the list names no language-model engine (every one does)."""
+        return self.runs(engine) or not set(self.engines) & set(LM_ENGINES)
 
     def listed(self) -> str:
         return ", ".join(self.engines)

@@ -49,7 +49,8 @@ def _target(profile, fmt: str) -> Target:
     runtime = profile.runtime
     engine = engine_for(runtime, fmt)
     if engine is None:  # never with auto: some engine runs every format the pipeline makes
-        wanted = " or ".join(sorted({s for e in runtime.engines for s in engines.get(e).suffixes}))
+        wanted = " or ".join(sorted({s for e in runtime.engines if e in engines.names()
+                                      for s in engines.get(e).suffixes}))
         raise ModelError(f"profile '{profile.name}' runs {runtime.listed()} only "
                          f"(runtime.engines): give it a {wanted} model")
     engine = required_engine(engine, fmt)   # auto: the accelerator of the format's default

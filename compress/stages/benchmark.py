@@ -95,6 +95,7 @@ def plan_jobs(candidates, targets, cores: dict[str, int],
                               else (engine_for(runtime, artifact.format), ()))
             if formats.is_language(artifact.format):   # each format has one engine
                 engine, others = formats.engines_of(artifact.format)[0], ()
+                engine = engine if runtime.runs_language(engine) else None
             if engine is None:
                 skipped.append({"artifact": artifact.id, "target": target, "reason":
                                 f"{target} runs {runtime.listed()} only (runtime.engines in its "

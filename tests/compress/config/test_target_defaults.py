@@ -107,3 +107,21 @@ def test_engines_auto_lets_the_runner_choose_and_an_artifact_names_its_precision
             for job in jobs]
     assert all(a[a.index("--engine") + 1] == "auto" and "--placement" in a for a in args)
     assert args[0][args[0].index("--precision") + 1] == "bf16" and "--precision" not in args[1]
+
+
+@pytest.mark.parametrize("engines, measured", [
+    ("auto", {"genai": "onnxruntime-genai", "gguf": "llama.cpp", "ovgenai": "openvino-genai"}),
+    ("[litert]", {"genai": "onnxruntime-genai", "gguf": "llama.cpp",
+                  "ovgenai": "openvino-genai"}),     # no language-model engine named: all
+    ("[litert, onnxruntime-genai, openvino-genai]",
+     {"genai": "onnxruntime-genai", "ovgenai": "openvino-genai"})])
+def test_every_language_model_engine_a_profile_runs_measures_its_format(tmp_path, engines,
+                                                                        measured):
+    """engines: auto measures a language model's variants on all three engines (each format
+    has its one), so the recommendation picks among them by measurement; a profile that
+    names some language-model engines measures only those, saying why for the rest."""
+    candidates = [(_artifact(fmt, fmt), True) for fmt in ("genai", "gguf", "ovgenai")]
+    jobs, skipped = plan_jobs(candidates, _profile(tmp_path, engines), {"board": 2})
+    assert {j.artifact.id: j.engine for j in jobs} == measured
+    assert [s["artifact"] for s in skipped] == sorted(set(("genai", "gguf", "ovgenai")) - set(measured))
+    assert all("runtime.engines in its profile" in s["reason"] for s in skipped)
