@@ -14,7 +14,9 @@ project's.
 from __future__ import annotations
 
 import inspect
+import logging
 import shutil
+import warnings
 from typing import Literal
 
 from pydantic import Field, PositiveInt, confloat
@@ -111,8 +113,9 @@ def _traced(model, ov, torch):
     example += [torch.randn(1, kv_heads, past, head) for _ in range(2 * layers)]
     shapes = [ov.PartialShape([-1, -1])] * 3 + \
         [ov.PartialShape([-1, kv_heads, -1, head])] * (2 * layers)
-    try:
-        with torch.no_grad():
+    try:   # the tracer's warnings on transformers' branches: the wrapper fixes those it needs
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore", torch.jit.TracerWarning)
             traced = ov.convert_model(_wrapper(model, torch), example_input=tuple(example),
                                       input=shapes)
     except (RuntimeError, TypeError, ValueError) as exc:   # the converter's, on this model
@@ -152,8 +155,8 @@ def _stateful(traced, cache: dict, ov) -> None:
     traced.validate_nodes_and_infer_types()
 
 
-def _compressed(ir, config: ExportOVGenai, ctx):
-    """NNCF's weight compression of the IR, on the calibration ids where it needs data."""
+def _compressed(ir, config: ExportOVGenai, calibration):
+    """NNCF's weight compression of the IR, on the `calibration` ids where it needs data."""
     import numpy as np
     nncf = require("nncf", "export.ovgenai's weight compression")
     modes = {"int8": "INT8_ASYM", "int4": "INT4_SYM" if config.symmetric else "INT4_ASYM"}
@@ -163,25 +166,28 @@ def _compressed(ir, config: ExportOVGenai, ctx):
                        all_layers=config.all_layers, awq=config.awq,
                        scale_estimation=config.scale_estimation, gptq=config.gptq)
     if config.data_aware():
-        ids, width = ctx.lm_text().calibration, config.calibration_window
+        ids, width = list(calibration), config.calibration_window
         windows = [np.asarray([ids[k:k + width]], np.int64)
                    for k in range(0, len(ids) - width + 1, width)]
         options.update(subset_size=len(windows), dataset=nncf.Dataset([
             {"input_ids": w, "attention_mask": np.ones_like(w), "beam_idx": np.zeros(1, np.int32),
              "position_ids": np.arange(width, dtype=np.int64)[None]} for w in windows]))
+    nncf.set_log_level(logging.WARNING)   # its tables per call; the meta records the settings
     return nncf.compress_weights(ir, **options)
 
 
-@register(ExportOVGenai)
-def run(artifact, config: ExportOVGenai, ctx) -> list[Output]:
+def build_folder(source, folder, config: ExportOVGenai, calibration=(), task=None) -> dict:
+    """The OpenVINO GenAI folder of the Hugging Face model at `source`, its weights as
+    `config` says (`calibration`: the ids NNCF's data-aware options read; `task(label)`: a
+    context for each long step); the meta it records."""
+    import contextlib
+    task = task or (lambda label: contextlib.nullcontext())
     torch = require("torch", "export.ovgenai")
     ov = require("openvino", "export.ovgenai")
     require("openvino_genai", "export.ovgenai")
     tokenizers = require("openvino_tokenizers", "export.ovgenai")
     transformers = require("transformers", "export.ovgenai")
-    source, folder = ctx.path(artifact), ctx.out_dir / "model"
-    with ctx.progress.task("export.ovgenai: tracing the model with its KV cache "
-                           "(openvino.convert_model)", None):
+    with task("export.ovgenai: tracing the model with its KV cache (openvino.convert_model)"):
         model = transformers.AutoModelForCausalLM.from_pretrained(
             source, dtype=torch.float32, attn_implementation="sdpa").eval()
         ir, cache = _traced(model, ov, torch)
@@ -189,8 +195,8 @@ def run(artifact, config: ExportOVGenai, ctx) -> list[Output]:
     meta = {"converter": f"openvino {ov.__version__}"}
     if config.weights != "float":
         data = "on the calibration ids" if config.data_aware() else "without data"
-        with ctx.progress.task(f"NNCF {config.weights} weight compression ({data})", None):
-            ir = _compressed(ir, config, ctx)
+        with task(f"NNCF {config.weights} weight compression ({data})"):
+            ir = _compressed(ir, config, calibration)
         meta["nncf"] = {**config.model_dump(include={"symmetric", "group_size", "ratio",
                                                      "all_layers", "awq", "scale_estimation",
                                                      "gptq"}), "data": config.data_aware()}
@@ -203,6 +209,15 @@ def run(artifact, config: ExportOVGenai, ctx) -> list[Output]:
     for name in _KEPT:
         if (source / name).is_file():
             shutil.copy(source / name, folder / name)
+    return meta
+
+
+@register(ExportOVGenai)
+def run(artifact, config: ExportOVGenai, ctx) -> list[Output]:
+    folder = ctx.out_dir / "model"
+    calibration = ctx.lm_text().calibration if config.data_aware() else ()
+    meta = build_folder(ctx.path(artifact), folder, config, calibration,
+                        lambda label: ctx.progress.task(label, None))
     if config.weights == "float":
         meta["parity"] = parity(ctx, folder, config)
     precision = {"float": "fp32"}.get(config.weights, config.weights)

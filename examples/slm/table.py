@@ -11,13 +11,20 @@ def _speed(speed: dict, key: str, digits: int = 1) -> str:
     return f"{speed[key]:.{digits}f}{flag}"
 
 
-def row_line(row: dict, float_decode: float) -> str:
+def _decode_at(row: dict, threads: int) -> float:
+    """A row's decode tokens/s at `threads` (keys are strings once read back from JSON)."""
+    found = row["decode_by_threads"]
+    return found[threads] if threads in found else found[str(threads)]
+
+
+def row_line(row: dict, float_decode: float, more_threads=()) -> str:
     q, s = row["quality"], row["speed"]
     seconds = f"{row['seconds']:.0f} s" if row["seconds"] is not None else "—"
+    more = "".join(f" {_decode_at(row, t):.1f} |" for t in more_threads)
     return (f"| {row['label']} | {row['bytes'] / 2**20:.1f} MiB | "
             f"{q['perplexity']:.3f} ({q['perplexity_increase']:+.2%}) | {q['kl_mean']:.4f} | "
             f"{q['top1_agreement']:.3f} | {_speed(s, 'prefill_tok_s', 0)} | "
-            f"{_speed(s, 'decode_tok_s')} ({s['decode_tok_s'] / float_decode:.2f}x) | "
+            f"{_speed(s, 'decode_tok_s')} ({s['decode_tok_s'] / float_decode:.2f}x) |{more} "
             f"{s['peak_rss_mb']:.0f} MB | {seconds} |")
 
 
@@ -69,22 +76,30 @@ def _mixes(record: dict) -> list[str]:
 def render_document(record: dict) -> str:
     args, rows = record["args"], record["rows"]
     float_decode = rows[0]["speed"]["decode_tok_s"]
+    threads = args["threads"] if isinstance(args["threads"], list) else [args["threads"]]
+    first, more = threads[0], threads[1:]
     lines = [f"# {record['title']} weight-only, side by side", "",
              f"Written by `make slm-weight-only{record['make_args']}` "
              "(`examples/slm/weight_only.py`); do not edit by hand.", "",
              f"{record['model']} ({record['dequantized_from']} weights, dequantized to float by "
              "transformers: the float model here is that dequantized checkpoint). The builder's "
-             "files run on onnxruntime-genai, llama.cpp's (made by its quantizer from the same "
-             f"float weights) on llama.cpp ({record.get('llama_cpp') or 'left out'}), both on "
+             "files run on onnxruntime-genai, OpenVINO GenAI's (its converter's IR, NNCF's "
+             f"compression: {record.get('openvino') or 'left out'}) on openvino-genai, "
+             "llama.cpp's (made by its quantizer from the same "
+             f"float weights) on llama.cpp ({record.get('llama_cpp') or 'left out'}), all on "
              "the CPU. Quality: the first "
              f"{args['tokens']} tokens of `pydoc_data.topics` (windows of {args['window']}), "
              "against the float export's logits on the same ids. Speed: the same 128-token prompt, "
-             f"{args['new_tokens']} generated tokens, {args['threads']} thread(s), median of "
-             f"{args['rounds']} rounds, every file once per round in a fresh process.", "",
+             f"{args['new_tokens']} generated tokens, {first} thread(s) (decode also on "
+             f"{', '.join(map(str, more)) or 'no other count'}), median of "
+             f"{args['rounds']} rounds, every file once per round in a fresh process; the "
+             "thread counts one after the other in the same run.", "",
              "| file | size | perplexity (vs float) | mean KL | top-1 agreement | prefill tok/s "
-             "| decode tok/s (vs float) | peak RSS | quantize time |",
-             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
-    lines += [row_line(row, float_decode) for row in rows]
+             f"| decode tok/s, {first} thread (vs float) |"
+             + "".join(f" decode tok/s, {t} threads |" for t in more)
+             + " peak RSS | quantize time |",
+             "|---|---:|---:|---:|---:|---:|---:|" + "---:|" * len(more) + "---:|---:|"]
+    lines += [row_line(row, float_decode, more) for row in rows]
     lines += _mixes(record)
     lines += ["", f"Measured on {describe_host()}, {time.strftime('%Y-%m-%d')}."]
     return "\n".join(lines) + "\n"

@@ -4,13 +4,14 @@ side by side in one run on the same token ids: the builder's INT8 and INT4 defau
 fixed mixed recipe (k_quant_mixed), the mix this project measures (each transformer
 layer alone at INT4 scored against the float model on calibration text, the costliest
 layers per weight kept at INT8 until the perplexity budget holds on evaluation text),
-and llama.cpp's own types (Q8_0, Q4_K_M, Q4_0) made by its quantizer from the same float
-weights, run by llama.cpp (left out, with a line saying so, where llama-cpp-python is not
-installed: `make llama-cpp`). Quality against the float export (perplexity, mean KL,
+OpenVINO GenAI's float IR and NNCF's INT8 and INT4 (with and without data) made by the
+pipeline's export.ovgenai (openvino_rows.py), and llama.cpp's own types (Q8_0, Q4_K_M,
+Q4_0) made by its quantizer from the same float weights, run by llama.cpp (left out, with
+a line saying so, where llama-cpp-python is not installed: `make llama-cpp`). Quality against the float export (perplexity, mean KL,
 top-1 agreement), file size, quantize time, and tokens/s in fresh processes on the same
 prompt ids. Writes docs/slm_weight_only.md and runs/slm/weight_only.json.
 
-    python examples/slm/weight_only.py [--budget 0.05] [--tokens 2048] [--threads 1]
+    python examples/slm/weight_only.py [--budget 0.05] [--tokens 2048] [--threads 1 2]
 """
 from __future__ import annotations
 
@@ -23,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / ".."))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+from openvino_rows import openvino_rows  # noqa: E402
 from parity import DEFAULT_MODEL, lm_export, out_folder  # noqa: E402
 from slm_models import MODELS  # noqa: E402
 from table import render_document  # noqa: E402
@@ -163,7 +165,10 @@ def main() -> int:
                         help="llama.cpp's mix: the type of every tensor not kept wider (the "
                         "same 4 bits in blocks of 32 as the builder's INT4)")
     parser.add_argument("--gguf-high", default="Q8_0", help="llama.cpp's mix: the wider type")
-    parser.add_argument("--threads", type=int, default=1, help="threads of the tokens/s runs")
+    parser.add_argument("--threads", type=int, nargs="+", default=[1, 2],
+                        help="threads of the tokens/s runs (each count its own runs)")
+    parser.add_argument("--nncf-calibration", type=int, default=4096,
+                        help="calibration tokens of NNCF's data-aware INT4 (32 windows of 128)")
     parser.add_argument("--rounds", type=int, default=5,
                         help="rounds of tokens/s runs, every file once per round, each in a "
                         "fresh process")
@@ -190,11 +195,16 @@ def main() -> int:
     if mix.folder:   # judged on the same evaluation ids during the search
         rows.append({"label": f"measured mix ({args.method}, {budget_label(args)})",
                      "folder": mix.folder, "seconds": seconds, "quality": mix.chosen.quality})
+    ov_rows, openvino = openvino_rows(lm.hf_folder, out, ids[-args.nncf_calibration:], say)
+    rows += ov_rows
     gguf_rows, llama_cpp, gguf_mix = llama_cpp_rows(lm.path, out, calibration, reference, args)
     rows += gguf_rows
-    speeds = measure_in_processes([row["folder"] for row in rows],
-                                  Workload(128, args.new_tokens, args.threads, ids[:128]),
-                                  args.rounds)
+    by_threads = {threads: measure_in_processes(
+        [row["folder"] for row in rows], Workload(128, args.new_tokens, threads, ids[:128]),
+        args.rounds) for threads in args.threads}
+    speeds = by_threads[args.threads[0]]
+    for n, row in enumerate(rows):
+        row["decode_by_threads"] = {t: found[n]["decode_tok_s"] for t, found in by_threads.items()}
     for row, speed in zip(rows, speeds):
         row["bytes"] = for_path(row["folder"])[0].size(Path(row["folder"]))
         if "quality" not in row:
@@ -208,7 +218,7 @@ def main() -> int:
     record = {"model": lm.path.name, "title": MODELS[args.model].title,
               "make_args": "" if default else f' SLM_ARGS="--model {args.model}"',
               "dequantized_from": lm.dequantized_from, "args": vars(args),
-              "rows": rows, "mix": mix.as_dict(), "llama_cpp": llama_cpp,
+              "rows": rows, "mix": mix.as_dict(), "llama_cpp": llama_cpp, "openvino": openvino,
               "gguf_mix": gguf_mix}
     (out / "weight_only.json").write_text(json.dumps(record, indent=1, default=str))
     doc = "slm_weight_only.md" if default else f"slm_weight_only_{args.model}.md"
