@@ -14,7 +14,8 @@ from compress.errors import (CompressError, ConfigError, DataError, MissingDepen
 # stage class -> the module of compress/stages/ that holds it
 _STAGE_CLASSES = {"Benchmark": "benchmark", "Distill": "distill", "ExportGenai": "export_genai",
                   "ExportGguf": "export_gguf", "ExportOnnx": "export_onnx",
-                  "ExportOpenVino": "export_openvino", "ExportTflite": "export_tflite",
+                  "ExportOpenVino": "export_openvino", "ExportOVGenai": "export_ovgenai",
+                  "ExportTflite": "export_tflite",
                   "Prune": "prune", "Quantize": "quantize"}
 
 __all__ = ["run", "pipeline", "load_pipeline", "Pipeline", "Result", "CompressError", "ConfigError",

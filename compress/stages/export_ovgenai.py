@@ -19,7 +19,7 @@ import shutil
 import warnings
 from typing import Literal
 
-from pydantic import Field, PositiveInt, confloat
+from pydantic import Field, PositiveInt, confloat, model_validator
 
 from compress.core.artifacts import Output
 from compress.core.lazy import require
@@ -27,6 +27,8 @@ from compress.errors import ModelError
 from compress.stagebase import register
 from compress.stages.export_genai import LMExport, parity
 
+INT4_SETTINGS = ("symmetric", "group_size", "ratio", "all_layers", "awq", "scale_estimation",
+                 "gptq", "calibration_window")
 # The files LLMPipeline reads beside the IRs (its end ids, the chat template)
 _KEPT = ("config.json", "generation_config.json", "tokenizer.json", "tokenizer_config.json",
          "chat_template.jinja")
@@ -57,6 +59,14 @@ class ExportOVGenai(LMExport):
                                    "calibration ids")
     gptq: bool = Field(False, description="int4: NNCF's GPTQ on the calibration ids")
     calibration_window: PositiveInt = Field(128, description="tokens per calibration sample")
+
+    @model_validator(mode="after")
+    def _int4_settings(self):
+        given = sorted(set(INT4_SETTINGS) & self.model_fields_set)
+        if self.weights != "int4" and given:
+            raise ValueError(f"{', '.join(given)}: settings of `weights: int4` (NNCF's 4-bit "
+                             f"compression), not of weights {self.weights}")
+        return self
 
     def formats(self) -> dict[str, str]:
         return {"causal_lm": "ovgenai"}
@@ -197,9 +207,9 @@ def build_folder(source, folder, config: ExportOVGenai, calibration=(), task=Non
         data = "on the calibration ids" if config.data_aware() else "without data"
         with task(f"NNCF {config.weights} weight compression ({data})"):
             ir = _compressed(ir, config, calibration)
-        meta["nncf"] = {**config.model_dump(include={"symmetric", "group_size", "ratio",
-                                                     "all_layers", "awq", "scale_estimation",
-                                                     "gptq"}), "data": config.data_aware()}
+        meta["nncf"] = {"weights": config.weights, "data": config.data_aware(),
+                        **(config.model_dump(include=set(INT4_SETTINGS))
+                           if config.weights == "int4" else {})}
     folder.mkdir(parents=True)
     ov.save_model(ir, folder / "openvino_model.xml", compress_to_fp16=False)
     hf_tokenizer = transformers.AutoTokenizer.from_pretrained(source)

@@ -27,11 +27,12 @@ from runtimes.power.base import MeterAbsent
 from tests.conftest import child_env, pipeline_dict, run_cli, write_pipeline
 
 STAGE_CLASSES = ("Benchmark", "Distill", "ExportGenai", "ExportGguf", "ExportOnnx",
-                 "ExportOpenVino", "ExportTflite", "Prune", "Quantize")
+                 "ExportOpenVino", "ExportOVGenai", "ExportTflite", "Prune", "Quantize")
 # one valid setting each, as the YAML would give it
 VALID = {"Benchmark": {"runs": 7}, "Distill": {"temperature": 2.0},
          "ExportGenai": {"precision": "fp32"}, "ExportGguf": {"generated_tokens": 4},
          "ExportOnnx": {"opset": 17}, "ExportOpenVino": {"weights": "fp32"},
+         "ExportOVGenai": {"weights": "int4", "group_size": 32},
          "ExportTflite": {"mode": "int8"}, "Prune": {"method": "magnitude", "sparsity": 0.5},
          "Quantize": {"scheme": "int8-static", "calibration": "entropy"}}
 # a value out of range for a setting each: (settings, the field the error names)
@@ -40,6 +41,7 @@ INVALID = {"Benchmark": ({"runs": 0}, "runs"), "Distill": ({"temperature": -1}, 
            "ExportGguf": ({"generated_tokens": "many"}, "generated_tokens"),
            "ExportOnnx": ({"opset": 10**400}, "opset"),
            "ExportOpenVino": ({"weights": True}, "weights"),
+           "ExportOVGenai": ({"ratio": 1.5}, "ratio"),
            "ExportTflite": ({"mode": "int2"}, "mode"),
            "Prune": ({"method": "magnitude", "sparsity": float("nan")}, "sparsity"),
            "Quantize": ({"scheme": "int8-static", "percentile": 100,
