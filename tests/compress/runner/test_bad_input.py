@@ -443,7 +443,7 @@ CASES = [
           "set `mode` on this stage"),
          validate=True),
     Case("profile-unknown-engine", _unknown_engine,
-         ("my-board.yaml:21: runtime.engines[1]:", "'onnxruntime', 'litert', 'openvino' or 'auto'"), validate=True),
+         ("my-board.yaml:21: runtime.engines[1]:", "'onnxruntime', 'litert', 'openvino', 'onnxruntime-genai', 'llama.cpp', 'openvino-genai' or 'auto'"), validate=True),
     Case("tflite-int8-from-profile-without-calibration", _int8_from_profile_without_calibration,
          ("stage 1 (export.tflite, int8, preset arm64) needs data.calibration",)),
     Case("tflite-source-corrupt", _corrupt_tflite_source,
