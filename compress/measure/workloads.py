@@ -134,23 +134,19 @@ def _prepare_tokens(jobs, config, ctx) -> Prepared:
     return Prepared(quality=quality_of(jobs, ctx))
 
 
-def _lm_workload(job, config, ctx, threads: Optional[int] = None,
-                 prompt_tokens: Optional[int] = None):
-    """The lm-bench workload of `job`'s target: its profile's prompt length (cut from the
+def _tokens_args(paths: RunnerPaths, job, config, prepared: Prepared, first_round: bool,
+                 ctx) -> list[str]:
+    """lm-bench's arguments for `job`'s target: its profile's prompt length (cut from the
     evaluation ids, so every format gets the same), the benchmark's new tokens, the job's
     threads, the profile's accelerator."""
     from runtimes.lm.bench import Workload as LMWorkload
     from runtimes.lm.provider import LMProvider
     profile = dict(ctx.targets)[job.target]
-    tokens = prompt_tokens or profile.language_model.prompt_tokens
-    return LMWorkload(tokens, config.new_tokens, threads or job.threads,
+    tokens = profile.language_model.prompt_tokens
+    work = LMWorkload(tokens, config.new_tokens, job.threads,
                       list(ctx.lm_text().evaluation[:tokens]),
                       LMProvider.of_profile(profile.runtime.providers))
-
-
-def _tokens_args(paths: RunnerPaths, job, config, prepared: Prepared, first_round: bool,
-                 ctx) -> list[str]:
-    return [str(paths.model), *_lm_workload(job, config, ctx).flags()]
+    return [str(paths.model), *work.flags()]
 
 
 def _tokens_record(rounds, job, prepared: Prepared, place, ctx, config) -> dict:
