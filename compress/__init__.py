@@ -11,16 +11,9 @@ a ConfigError naming the setting): `compress.Quantize(scheme="int8-static")`,
 from compress.errors import (CompressError, ConfigError, DataError, MissingDependency,
                              ModelError, RemoteError, StageError)
 
-# stage class -> the module of compress/stages/ that holds it
-_STAGE_CLASSES = {"Benchmark": "benchmark", "Distill": "distill", "ExportGenai": "export_genai",
-                  "ExportGguf": "export_gguf", "ExportOnnx": "export_onnx",
-                  "ExportOpenVino": "export_openvino", "ExportOVGenai": "export_ovgenai",
-                  "ExportTflite": "export_tflite",
-                  "Prune": "prune", "Quantize": "quantize"}
-
-__all__ = ["run", "pipeline", "load_pipeline", "Pipeline", "Result", "CompressError", "ConfigError",
-           "DataError", "ModelError", "StageError", "MissingDependency", "RemoteError",
-           *_STAGE_CLASSES]
+_NAMES = ["run", "pipeline", "load_pipeline", "Pipeline", "Result", "CompressError",
+          "ConfigError", "DataError", "ModelError", "StageError", "MissingDependency",
+          "RemoteError"]
 __version__ = "0.1.0"
 
 
@@ -35,7 +28,17 @@ def __getattr__(name):
     if name == "Result":
         from compress.runner.run import Result
         return Result
-    if name in _STAGE_CLASSES:
-        import importlib
-        return getattr(importlib.import_module(f"compress.stages.{_STAGE_CLASSES[name]}"), name)
+    if name == "__all__":   # the stage classes are read from their registry, on demand
+        return [*_NAMES, *sorted(_stage_classes())]
+    classes = _stage_classes() if name[:1].isupper() else {}
+    if name in classes:
+        return classes[name]
     raise AttributeError(name)
+
+
+def _stage_classes() -> dict:
+    """Each stage's Python class by its name (`Quantize`, `ExportOnnx`, ...): what its
+    module registered (compress/stagebase.py), so a new stage is in the API as it lands."""
+    import compress.stages  # noqa: F401  (importing it registers every stage)
+    from compress.stagebase import STAGES
+    return {spec.api_class.__name__: spec.api_class for spec in STAGES.values()}

@@ -98,17 +98,21 @@ class StageSpec:
     config_cls: type
     run: Callable
     produces_artifacts: bool = True
+    api_class: type | None = None   # what Python builds it with (compress.<Name>)
 
 
 STAGES: dict[str, StageSpec] = {}
 
 
-def register(config_cls, produces_artifacts: bool = True, tag: str | None = None):
+def register(config_cls, produces_artifacts: bool = True, tag: str | None = None,
+             api_class: type | None = None):
     """Decorator: `@register(QuantizeConfig)` over the stage's run function; `tag` for a
-    stage whose config is a union of classes (quantize: one class per scheme)."""
+    stage whose config is a union of classes (quantize: one class per scheme), and then
+    `api_class`, the one class Python callers build it with (else `config_cls`: the
+    Python API, `compress.<its name>`, reads it from here)."""
     tag = tag or config_cls.model_fields["type"].default
 
     def decorate(fn: Callable) -> Callable:
-        STAGES[tag] = StageSpec(tag, config_cls, fn, produces_artifacts)
+        STAGES[tag] = StageSpec(tag, config_cls, fn, produces_artifacts, api_class or config_cls)
         return fn
     return decorate

@@ -1,5 +1,5 @@
 """The float model's pass that int8-static's weight rounding and bias correction take
-(rounding.py, fast_bias.py): for every quantized Conv / Gemm, its input's mean per
+(passes/gptq_rounding/, passes/fast_correction/): for every quantized Conv / Gemm, its input's mean per
 channel, plain and as its QuantizeLinear sees it; H = E[x x^T] of its input for GPTQ
 (hessian.py); the float model's outputs, which the check scores candidates against.
 

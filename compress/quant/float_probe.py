@@ -1,6 +1,6 @@
 """The float model's intermediate tensors, one feed at a time.
 
-Range estimation (ranges.py) and fast bias correction (fast_bias.py) both need values
+Range estimation (ranges.py) and fast bias correction (passes/fast_correction/onnx.py) both need values
 of tensors inside the float model. Making those tensors graph outputs and running the
 model once per feed gives them all in one pass; two feeds' tensors are held at a time
 (the next feed runs while the caller reads this one's), so memory is two forward

@@ -1,6 +1,6 @@
 """The second moments H = E[x x^T] of each Conv / Gemm layer's inputs that GPTQ
-rounding (rounding.py) rounds against, gathered in the float pass that fast bias
-correction already makes (fast_bias.py): per feed, a few output positions drawn at random
+rounding (passes/gptq_rounding/) rounds against, gathered in the float pass that fast bias
+correction already makes (float_pass.py): per feed, a few output positions drawn at random
 (seeded) and their input patches (im2col, padding and stride exact), so the cost does
 not grow with the feature maps. Grouped and depthwise convolutions get one H per group
 (a depthwise 3x3 channel: a 9x9 H).

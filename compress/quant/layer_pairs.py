@@ -1,5 +1,5 @@
 """The quantized Conv / Gemm layers of a QDQ model that int8-static's passes on the
-quantized layers rewrite (float_pass.py, fast_bias.py, rounding.py), each read from the
+quantized layers rewrite (float_pass.py, passes/fast_correction/onnx.py, passes/gptq_rounding/onnx.py), each read from the
 QDQ graph (its dequantized weight, the bias to rewrite, its input's quantization) and
 paired with its node in the float model, whose inputs the float pass reads.
 """

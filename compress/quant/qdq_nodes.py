@@ -1,7 +1,7 @@
 """Reading ONNX nodes and the QDQ pairs quantize_static writes: one attribute with its
 default, an initializer as an array, a DequantizeLinear's integers, scales and zero
 points (per tensor or along its axis) and their float values. Shared by the passes
-that read or rewrite a quantized graph (fast_bias.py, rounding.py, equalize.py,
+that read or rewrite a quantized graph (passes/fast_correction/, passes/gptq_rounding/, equalize.py,
 streamed_static.py)."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""report.md's words for int8-static's fidelity floor (compress/quant/passes/recovery.py):
+"""report.md's words for int8-static's fidelity floor (compress/quant/passes/fidelity_floor/):
 for an artifact whose calibration SQNR fell below the floor, what it scored, which layers
 got more bits and why, and what that gave. Nothing where the floor held as quantized."""
 from __future__ import annotations

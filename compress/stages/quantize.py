@@ -166,7 +166,7 @@ def _from_torch(artifact, config, ctx) -> list[Output]:
     return [Output(target, "onnx", spec.precision, meta)]
 
 
-@register(QuantizeConfig, tag="quantize")
+@register(QuantizeConfig, tag="quantize", api_class=Quantize)
 def run(artifact, config, ctx) -> list[Output]:
     spec = SCHEMES[config.scheme]
     if spec.lm is not None:

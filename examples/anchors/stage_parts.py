@@ -23,7 +23,7 @@ from compress.runner.checks import resolve_inputs  # noqa: E402
 from compress.data.feeds import load_dataset  # noqa: E402
 from compress.quant import float_pass  # noqa: E402
 from compress.quant.passes.check import spread  # noqa: E402
-from compress.quant.rounding import round_weights  # noqa: E402
+from compress.quant.passes.gptq_rounding.onnx import round_weights  # noqa: E402
 
 PASS_FEEDS = 64  # the stage's default bias_correction_samples
 

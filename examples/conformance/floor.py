@@ -30,7 +30,7 @@ from by_hand import quantize_by_hand  # noqa: E402
 from run import OUT as CONFORMANCE, slug, time_side_by_side  # noqa: E402
 
 from compress.data.feeds import load_dataset  # noqa: E402
-from compress.quant.mixed_precision import float_outputs, sqnr  # noqa: E402
+from compress.quant.passes.fidelity_floor.mixed_precision import float_outputs, sqnr  # noqa: E402
 from compress.runner.checks import resolve_inputs  # noqa: E402
 
 WORK = HERE.parents[1] / "runs" / "floor"

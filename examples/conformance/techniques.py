@@ -1,7 +1,7 @@
 """The INT8 techniques of compress/quant side by side on the image CNNs of the conformance
 corpus, on the same calibration and evaluation feeds: onnxruntime's quantize_static by
 hand, each range estimator (ranges.py), cross-layer equalization (equalize.py), fast bias
-correction (fast_bias.py) and the sequential one (bias_correction.py), and int8-static as
+correction (passes/fast_correction/onnx.py) and the sequential one (passes/sequential_correction/onnx.py), and int8-static as
 the pipeline runs it by default (a real compress.run). Judged against the FP32 model
 (techniques_report.py), each step timed. Writes docs/int8.md after a run of all models.
 
@@ -36,7 +36,9 @@ from run import OUT as CONFORMANCE, slug  # noqa: E402
 
 from compress.runner.checks import resolve_inputs  # noqa: E402
 from compress.data.feeds import load_dataset  # noqa: E402
-from compress.quant import bias_correction, equalize, fast_bias, float_pass, ranges  # noqa: E402
+from compress.quant import equalize, float_pass, ranges  # noqa: E402
+from compress.quant.passes.fast_correction import onnx as fast_bias  # noqa: E402
+from compress.quant.passes.sequential_correction import onnx as bias_correction  # noqa: E402
 from compress.quant.onnx_prep import opset_for  # noqa: E402
 from compress.quant.ort_int8 import preprocess  # noqa: E402
 from compress.quant.passes.onnx_backend import quantize_static_qdq  # noqa: E402
@@ -180,7 +182,7 @@ def rounded(bench: Bench, base: Variant) -> list[Variant]:
     """GPTQ rounding of `base`'s weights, then fast bias correction of the rounded model,
     both from one pass of the float model (as int8-static makes them); kept whatever
     they do."""
-    from compress.quant import rounding
+    from compress.quant.passes.gptq_rounding import onnx as rounding
     started = time.perf_counter()
     float_model, qdq = onnx.load(str(bench.prepared)), onnx.load(str(base.path))
     seen = float_pass.layer_pass(float_model, qdq, bench.calibration, THREADS, hessians=True)

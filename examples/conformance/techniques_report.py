@@ -224,17 +224,17 @@ not a benchmark.
   input channels up so both have the same per-channel weight range; the float function
   is unchanged. Pairs with a bounded Clip (ReLU6) between are skipped: its bound cannot
   be scaled per channel. Here: CLE, then minmax.
-- **fast BC**, fast bias correction (compress/quant/fast_bias.py): one pass of the float
+- **fast BC**, fast bias correction (compress/quant/passes/fast_correction/onnx.py): one pass of the float
   model gives the per-channel mean of every Conv/Gemm input; the output mean shift that
   quantizing the weights and the input causes, W_q E[Q(x)] - W E[x], is taken off the
   bias. No quantized model is run. Here kept whatever it does.
-- **GPTQ**, error-compensating weight rounding (compress/quant/rounding.py): the int8
+- **GPTQ**, error-compensating weight rounding (compress/quant/passes/gptq_rounding/onnx.py): the int8
   weights of each Conv/Gemm rounded one input column at a time, each column's rounding
   error spread over the columns still to round against the layer's input second
   moments H = E[x x^T] (sampled input patches, hessian.py, from the float pass of fast BC);
   quantize_static's scales, zero points and integer range are kept. Here on minmax,
   alone and followed by fast BC, kept whatever they do.
-- **sequential BC** (compress/quant/bias_correction.py): Nagel et al.'s empirical bias
+- **sequential BC** (compress/quant/passes/sequential_correction/onnx.py): Nagel et al.'s empirical bias
   correction, layer by layer: the quantized model is run once per layer and each
   layer's output mean moved onto the float model's, earlier layers already corrected.
   That cost limits it here to some of the calibration feeds, spread over them (the

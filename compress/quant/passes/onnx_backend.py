@@ -101,7 +101,7 @@ class OnnxRun:
         """The check's feeds (CHECK_FEEDS of the chosen ones) and the float model's
         outputs on them: from the calibrating run where it took them, else one run."""
         if self._check_feeds is None:
-            from compress.quant.mixed_precision import float_outputs
+            from compress.quant.passes.fidelity_floor.mixed_precision import float_outputs
             chosen = self.chosen_feeds()
             picks = spread(list(range(len(chosen))), CHECK_FEEDS)
             known = self.known.outputs if self.known is not None else None

@@ -4,7 +4,7 @@ file. ai-edge-quantizer is the quantizer, once per activation range estimator
 layers make the candidates of each file (tflite_candidates.py); the check runs each on
 CHECK_FEEDS of the calibration feeds against the float file's outputs and keeps one by
 the check's rule, with this format's margin (FIT_MARGIN_DB). Which wins depends on the
-model (docs/tflite.md). The run keeps what the fidelity floor (tflite_floor.py) works
+model (docs/tflite.md). The run keeps what the fidelity floor (fidelity_floor/tflite.py) works
 from: each file's activation ranges, the candidate kept, the check's feeds and scores.
 
     write_int8(fp32, target, calibration, settings, ctx) -> meta
@@ -35,7 +35,7 @@ class Int8Settings:
     bias_correction: str | None  # checked, fast, sequential, or None (off)
     weight_rounding: str        # nearest or gptq
     samples: int                # calibration feeds for the correction and the rounding
-    floor_db: float | None = None  # the fidelity floor (passes/tflite_floor.py); None: off
+    floor_db: float | None = None  # the fidelity floor (passes/fidelity_floor/); None: off
     recover: bool = True        # below the floor, recover by mixed precision
 
     def bias_method(self) -> str | None:

@@ -59,8 +59,8 @@ def variants(float_bytes: bytes, files: dict[str, bytes], feeds: list[dict], wan
     `feeds`: rounding "nearest" (as it is) or "gptq"; corrected: its biases moved by the
     fast correction. Returns the bytes by (file name, rounding, corrected), and a report
     whose "candidates" holds what was done to each, by the same key."""
-    from compress.quant.tflite import rounding as tflite_rounding
-    from compress.quant.tflite.fast_bias import float_pass, plans
+    from compress.quant.passes.gptq_rounding import tflite as tflite_rounding
+    from compress.quant.passes.fast_correction.tflite import float_pass, plans
     from compress.quant.tflite.graph import correctable_layers
     started = time.perf_counter()
     found = {name: plans(float_bytes, content, correctable_layers(float_bytes, content), threads)
@@ -94,7 +94,7 @@ def correct_biases_fast(float_path: Path, quantized_path: Path, feeds: list[dict
     """Rewrite the int8 model at `quantized_path` in place from one run of the float
     model at `float_path` over `feeds` (`advance(1)` after each) into the `candidate`
     (rounding, corrected) that variants() names: its int8 weights GPTQ-rounded (rounding
-    "gptq", tflite_rounding.py), then (corrected) its int32 biases corrected for the
+    "gptq", gptq_rounding/tflite.py), then (corrected) its int32 biases corrected for the
     weights it then has."""
     key = ("", *candidate)
     made, report = variants(float_path.read_bytes(), {"": quantized_path.read_bytes()}, feeds,

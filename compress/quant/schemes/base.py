@@ -18,7 +18,7 @@ class QuantizeBase(StageConfig):
     # 2: int4 schemes, asymmetric int4 by default, effective bits recorded; 3: presets,
     # the graph's Q/DQ types recorded; 4: one config class per scheme; 5: a TFLite model's
     # int8 rounded by GPTQ and checked over two range estimators; 6: a TFLite model's int8
-    # held to the fidelity floor (passes/tflite_floor.py); 7: the recovery's take-backs
+    # held to the fidelity floor (passes/fidelity_floor/); 7: the recovery's take-backs
     # from the best state passed
     cache_version = 7
     type: Literal["quantize"] = Field("quantize", description="INT8, INT4 or fp16 "
@@ -91,7 +91,7 @@ class QuantizeBase(StageConfig):
 # every scheme goes through).
 class FloorSettings(BaseModel):
     """The fidelity floor's settings, the same for int8-static and export.tflite's int8
-    (compress/quant/passes/recovery.py, tflite_floor.py; docs/int8.md, docs/tflite.md)."""
+    (compress/quant/passes/fidelity_floor/; docs/int8.md, docs/tflite.md)."""
     floor_db: Optional[float] = Field(
         FLOOR_DB, description="int8: the least output SQNR (dB, the worst output, against "
         "the float model on the check's calibration feeds) the quantized model must keep; "
@@ -124,7 +124,7 @@ class Int8Refinements(BaseModel):
     # EfficientNet-Lite0 (top-1 agreement 0.924 -> 0.971) and YOLOv8n (+2.1 dB) and cost
     # ddddocr's detector 1.5 dB, which the check on the calibration feeds catches; the
     # sequential one lowered YOLOv8n (29.4 -> 26.8 dB) and the orientation classifier and
-    # took 6-16x longer. On full-int8 TFLite the fast correction (tflite_fast_bias.py)
+    # took 6-16x longer. On full-int8 TFLite the fast correction (passes/fast_correction/tflite.py)
     # gave EfficientNet-Lite0 the sequential one's top-1 (0.962) with an export of 27.9 s
     # instead of 138 s, and CREPE 24.9 dB where the sequential one gave 25.5 (the default
     # since adds GPTQ rounding and a second range estimator: 0.971, 18.6 s; docs/tflite.md).

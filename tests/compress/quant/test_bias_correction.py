@@ -6,7 +6,7 @@ import pytest
 import onnx
 
 import compress
-from compress.quant.bias_correction import _channel_means, _correctable_layers, correct_biases
+from compress.quant.passes.sequential_correction.onnx import _channel_means, _correctable_layers, correct_biases
 from tests.conftest import pipeline_dict, write_pipeline
 
 
@@ -151,7 +151,8 @@ def test_numpy_works_beside_onnxruntime_on_one_blas_thread(
     own (a correction asked for, no check) keeps BLAS's threads, given back after."""
     from threadpoolctl import threadpool_info, threadpool_limits
 
-    from compress.quant import float_pass, rounding
+    from compress.quant import float_pass
+    from compress.quant.passes.gptq_rounding import onnx as rounding
 
     def blas_threads() -> list[int]:
         return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]

@@ -10,7 +10,7 @@ import pytest
 from onnx import numpy_helper
 
 from compress.quant.equalize import equalize, find_pairs
-from compress.quant.fast_bias import correct_biases_fast
+from compress.quant.passes.fast_correction.onnx import correct_biases_fast
 from compress.quant.float_probe import tensor_values
 from compress.quant.ranges import (METHODS, TensorStats, _mse_range, collect_stats,
                                    estimate_ranges, pick_ranges)

@@ -25,7 +25,7 @@ def test_a_pass_is_one_module_the_runner_runs_in_its_place(project, monkeypatch)
     # after hard-swish, as it asks; the fidelity floor's recovery, which follows the
     # built-in passes of the graph, comes after it by name
     assert [p.name for p in plan(Int8Static(), "onnx").passes][-3:] == [
-        "hard_swish", "bias_headroom", "recovery"]
+        "hard_swish", "bias_headroom", "fidelity_floor"]
     assert BIAS_HEADROOM not in plan(Int8Static(), "tflite").passes  # no TFLite backend
     result = _int8_static(project)
     meta = result.artifacts[-1].meta["int32_bias_headroom"]

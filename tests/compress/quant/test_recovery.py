@@ -1,5 +1,5 @@
 """int8-static's fidelity floor and its recovery by measured mixed precision
-(compress/quant/passes/recovery.py, mixed_precision.py, qdq_groups.py), on a small CNN
+(compress/quant/passes/fidelity_floor/, mixed_precision.py, qdq_groups.py), on a small CNN
 trained on the digits that int8 ruins as a batch-norm-folded detector stem does: the
 stem conv's output channels span 0.08..45, feeding a depthwise conv whose weights are
 scaled up to match (the float function unchanged). One uint8 scale over 0..45 rounds
@@ -11,8 +11,9 @@ import onnx
 import pytest
 
 import compress
-from compress.quant import mixed_precision, qdq_groups
-from compress.quant.passes import recovery
+from compress.quant import qdq_groups
+from compress.quant.passes.fidelity_floor import mixed_precision
+from compress.quant.passes.fidelity_floor import onnx as recovery
 from profiles.schema import FLOOR_DB as DEFAULT_FLOOR_DB
 from tests.compress.quant.test_int8_techniques import train_on_digits
 

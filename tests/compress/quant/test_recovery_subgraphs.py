@@ -16,7 +16,8 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 import compress
-from compress.quant import mixed_precision, outer_scope, qdq_groups
+from compress.quant import outer_scope, qdq_groups
+from compress.quant.passes.fidelity_floor import mixed_precision
 from profiles.schema import FLOOR_DB
 from tests.compress.quant.test_int8_techniques import train_on_digits
 from tests.compress.quant.test_recovery import _net, _spread

@@ -1,4 +1,4 @@
-"""GPTQ weight rounding (compress/quant/rounding.py, hessian.py): the input patches it builds H
+"""GPTQ weight rounding (compress/quant/passes/gptq_rounding/onnx.py, hessian.py): the input patches it builds H
 from, the rounding against H, and the whole pass on the small MobileNet-like CNN of
 test_int8_techniques.py (trained on the digits)."""
 from __future__ import annotations
@@ -9,7 +9,8 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from compress.quant import float_pass, hessian, rounding
+from compress.quant import float_pass, hessian
+from compress.quant.passes.gptq_rounding import gptq, onnx as rounding
 from tests.compress.quant.test_int8_techniques import _outputs, _quantize, tiny  # noqa: F401
 
 
@@ -49,7 +50,7 @@ def test_gptq_output_error_is_below_nearest_rounding():
     zero = np.zeros_like(step)
     h = (x.T @ x / len(x))[None]
     nearest = np.clip(np.round(w / step), -127, 127)
-    found = rounding.gptq(w, h, step, zero, (-127, 127))
+    found = gptq.gptq(w, h, step, zero, (-127, 127))
     assert found.min() >= -127 and found.max() <= 127 and np.all(found == np.round(found))
 
     def error(q):
@@ -117,7 +118,7 @@ def test_singular_or_broken_h_never_fails_the_stage():
     h = (x.T @ x / len(x))[None]
     w = rng.standard_normal((1, 8, 300))
     step, zero = np.abs(w).max(axis=2, keepdims=True) / 127, np.zeros((1, 8, 1))
-    found = rounding.gptq(w, h, step, zero, (-127, 127))
+    found = gptq.gptq(w, h, step, zero, (-127, 127))
     assert found is not None and np.abs(found - np.round(w / step)).max() <= 3
     h[0, 5, 5] = np.nan
-    assert rounding.gptq(w, h, step, zero, (-127, 127)) is None
+    assert gptq.gptq(w, h, step, zero, (-127, 127)) is None

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("ai_edge_litert", reason="ai-edge-litert is not installed")
 
-from compress.quant.tflite.bias_correction import _mean_error, correct_biases  # noqa: E402
+from compress.quant.passes.sequential_correction.tflite import _mean_error, correct_biases  # noqa: E402
 from compress.quant.tflite.graph import correctable_layers  # noqa: E402
 from compress.quant.tflite.graph import interpreter as _interpreter  # noqa: E402
 from compress.quant.tflite.graph import invoke as _invoke  # noqa: E402

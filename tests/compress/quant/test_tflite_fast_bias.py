@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("ai_edge_litert", reason="ai-edge-litert is not installed")
 
 from compress.quant.passes.tflite_candidates import correct_biases_fast  # noqa: E402
-from compress.quant.tflite.fast_bias import _Taps, _tap_sums  # noqa: E402
+from compress.quant.passes.fast_correction.tflite import _Taps, _tap_sums  # noqa: E402
 from compress.quant.tflite.graph import bias_views, correctable_layers  # noqa: E402
 from tests.compress.quant.test_tflite_bias_correction import (_accuracy, _digits,  # noqa: E402
                                                         _layer_errors)

@@ -1,5 +1,5 @@
 """The fidelity floor and its recovery on full-int8 TFLite files (compress/quant/
-tflite_recovery.py, passes/tflite_floor.py), on a small CNN trained on the digits that
+tflite_recovery.py, passes/fidelity_floor/), on a small CNN trained on the digits that
 full int8 ruins as a batch-norm-folded detector stem does (the ONNX test's model,
 tests/compress/quant/test_recovery.py, spread further): the stem conv's output channels
 span 0.01..45, the depthwise conv after it scaled by the inverse (the float function
@@ -122,7 +122,7 @@ def test_the_mixed_file_runs_in_litert_as_apps_open_it_and_keeps_int8_io(spread,
     from ai_edge_litert.interpreter import Interpreter
 
     from compress.quant.tflite.graph import op_name
-    from compress.quant.tflite.recovery import read
+    from compress.quant.passes.fidelity_floor.tflite import read
     (meta, path), (_, ruined) = quantized["recovered"], quantized["not"]
     evaluated = _evaluated(spread, path)
     # (14.9 dB against 23.4 on the check's feeds: there, outputs beyond the calibrated
@@ -143,8 +143,8 @@ def test_the_stem_output_costs_most_alone_and_only_its_whole_group_recovers(spre
     every other int8 activation above the floor (the pooled features, the least, 18 dB). Given 16 bits, its producer alone or
     its reader alone change nothing (a QUANTIZE op takes the tensor back to int8, or up
     from it); both together recover the model."""
-    from compress.quant.tflite import recovery as recovery
-    from compress.quant.mixed_precision import SIXTEEN_BIT
+    from compress.quant.passes.fidelity_floor import tflite as recovery
+    from compress.quant.passes.fidelity_floor.mixed_precision import SIXTEEN_BIT
     from compress.quant.passes.tflite_backend import scores
     from export.tflite import quantize_int8, quantize_mixed
     float_bytes, (_, ruined) = spread["path"].read_bytes(), quantized["not"]
@@ -171,7 +171,7 @@ def test_the_stem_output_costs_most_alone_and_only_its_whole_group_recovers(spre
 def test_an_op_without_16_bit_activations_goes_float():
     """ai-edge-quantizer's own policy says which ops take int16 activations: the
     convolutions, ADD, MUL, LOGISTIC do; HARD_SWISH does not (its group's step is float)."""
-    from compress.quant.tflite.recovery import _widens
+    from compress.quant.passes.fidelity_floor.tflite import _widens
     assert all(map(_widens, ("CONV_2D", "DEPTHWISE_CONV_2D", "FULLY_CONNECTED", "ADD", "MUL",
                              "LOGISTIC", "CONV_2D_TRANSPOSE")))
     assert not _widens("HARD_SWISH")

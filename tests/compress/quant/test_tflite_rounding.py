@@ -14,13 +14,13 @@ pytest.importorskip("ai_edge_litert", reason="ai-edge-litert is not installed")
 from compress.quant import hessian  # noqa: E402
 from compress.quant.passes.tflite_backend import Int8Settings, label, pairs  # noqa: E402
 from compress.quant.passes.tflite_candidates import correct_biases_fast, variants  # noqa: E402
-from compress.quant.tflite.fast_bias import plans as _plans  # noqa: E402
+from compress.quant.passes.fast_correction.tflite import plans as _plans  # noqa: E402
 from compress.quant.tflite.graph import (ACTIVATION_RANGE, buffer_views,  # noqa: E402
                                          correctable_layers)
 from compress.quant.tflite.graph import interpreter as _interpreter  # noqa: E402
 from compress.quant.tflite.graph import invoke as _invoke  # noqa: E402
 from compress.quant.tflite.graph import schema as _schema  # noqa: E402
-from compress.quant.tflite.rounding import (_by_outputs, _geometry, _in_layout,  # noqa: E402
+from compress.quant.passes.gptq_rounding.tflite import (_by_outputs, _geometry, _in_layout,  # noqa: E402
                                             as_rows_input)
 from tests.compress.quant.test_tflite_bias_correction import _accuracy, _digits  # noqa: E402
 

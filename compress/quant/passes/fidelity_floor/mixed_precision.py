@@ -1,6 +1,6 @@
 """Mixed precision, measured: which activation groups of a QDQ model (qdq_groups.py) cost
 its outputs the most, and the recovery int8-static's fidelity floor runs
-(passes/recovery.py, `recover`): one group at a time, costliest first, 16 bits (float
+(onnx.py, `recover`): one group at a time, costliest first, 16 bits (float
 where 16 bits were not enough), re-scored after each, until the floor holds; then each
 move taken back where the floor holds without it.
 
@@ -113,7 +113,7 @@ class Means:
 def _recorrect(model, float_model, reads: set, moved: tuple) -> None:
     """The bias of each corrected Conv / Gemm reading `reads`, moved by its response to
     the input mean's move (old, new): bias + W_q (E[old] - E[new])."""
-    from compress.quant.fast_bias import _response, _shift_bias
+    from compress.quant.passes.fast_correction.onnx import _response, _shift_bias
     from compress.quant.layer_pairs import matched_layers
     inits = {i.name: i for i in model.graph.initializer}
     pairs, _ = matched_layers(float_model, model, inits)

@@ -1,6 +1,6 @@
-"""GPTQ rounding (rounding.py) of the int8 weights of a full-int8 .tflite file's
+"""GPTQ rounding (gptq.py) of the int8 weights of a full-int8 .tflite file's
 CONV_2D, DEPTHWISE_CONV_2D and FULLY_CONNECTED ops, from the pass of the float file
-that the fast bias correction makes (tflite_fast_bias.py).
+that the fast bias correction makes (fast_correction/tflite.py); and the pass's TFLite backend.
 
 The ONNX rounding's pieces, for TFLite's layouts: each layer's float input (NHWC) is
 read as NCHW so that hessian.patches samples its rows, and each weight is brought to
@@ -21,8 +21,22 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from compress.quant.hessian import MAX_WIDTH, Geometry, Hessian
-from compress.quant.rounding import gptq_by_outputs
+from compress.quant.passes.gptq_rounding.gptq import gptq_by_outputs
 from compress.quant.tflite.graph import buffer_views, schema
+
+
+class Backend:
+    def title(self, settings) -> str:
+        return "GPTQ rounding"
+
+    def apply(self, work) -> dict:
+        """Round the weights of tflite_candidates.TfliteLayers `work` in its bytes; its
+        plans then hold the new integers."""
+        work.plans, report = round_weights(work.model, work.plans, work.hessians, work.weights,
+                                           work.memo)
+        work.seconds += report.seconds
+        return {"layers_rounded": report.layers_rounded,
+                "weights_changed": report.weights_changed}
 
 
 @dataclass(frozen=True)

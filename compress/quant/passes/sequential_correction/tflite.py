@@ -1,6 +1,6 @@
 """Sequential empirical bias correction for full-int8 TFLite models.
 
-The same method as compress/quant/bias_correction.py applies to ONNX QDQ models (Nagel et al.,
+The same method as onnx.py applies to ONNX QDQ models (Nagel et al.,
 "Data-Free Quantization", 2019): quantization shifts the mean of every convolution's
 output a little, the shifts add up through a deep network and flip near-tied top-1
 classes. We measure each layer's per-channel output mean in the float .tflite model and
@@ -26,9 +26,19 @@ from typing import Callable
 
 import numpy as np
 
+from compress.quant.passes.check import spread
+from compress.quant.passes.sequential_correction.in_turn import corrected
 from compress.quant.tflite.graph import Layer, bias_views, correctable_layers, interpreter, invoke
 
 REFERENCE_BUDGET_BYTES = 256 * 2**20  # float activations kept in memory at once
+
+
+class Backend:
+    record = "bias_correction"
+
+    def apply(self, run) -> dict:
+        report = corrected(run, run.fp32, spread(run.calibration, run.settings.samples), correct_biases)
+        return {**report, "method": "sequential"}
 
 
 def _groups(layers: list[Layer], reference, samples: int) -> list[list[int]]:

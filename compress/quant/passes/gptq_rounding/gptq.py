@@ -1,5 +1,6 @@
 """Error-compensating weight rounding (GPTQ, Frantar et al. 2022, the one-shot form of
-Optimal Brain Quantization) for the int8 weights of Conv and Gemm layers.
+Optimal Brain Quantization): the algorithm, on arrays, for both formats' backends
+(onnx.py, tflite.py).
 
 Rounding each weight to its nearest int8 step ignores what the layer computes: on
 EfficientNet-Lite0 the weights alone, rounded to nearest per channel, already bring the
@@ -9,22 +10,12 @@ rounds the weights of an output channel one input column at a time and spreads e
 column's rounding error over the columns not yet rounded, in proportion to how the
 layer's inputs co-vary (H = E[x x^T] over the calibration feeds), so that the layer's
 OUTPUT error E[((W - W_q) x)^2] is what gets small, not each weight's. The scales and
-zero points stay as quantize_static chose them: only the integers change, so the file's
+zero points stay as the quantizer chose them: only the integers change, so the file's
 ops, types and speed are those of nearest rounding.
-
-H comes from the float model's inputs of each layer (hessian.py), in the pass that
-fast bias correction already makes (fast_bias.py).
 """
 from __future__ import annotations
 
-import dataclasses
-import time
-from dataclasses import dataclass
-
 import numpy as np
-
-from compress.quant.hessian import inputs_by_outputs
-from compress.quant.qdq_nodes import Quantized, array, quantized
 
 DAMPING = 0.01     # of H's mean diagonal, added to it: keeps the inverse well conditioned
 BLOCK = 128        # columns rounded together before the rest are updated (GPTQ's lazy batch)
@@ -108,54 +99,6 @@ def gptq(weight: np.ndarray, h: np.ndarray, step: np.ndarray, zero: np.ndarray,
             errors[:, :, i - start] = error
         w[:, :, stop:] -= np.matmul(errors, factor[:, start:stop, stop:])
     return integers
-
-
-@dataclass(frozen=True)
-class RoundingReport:
-    layers_rounded: int
-    weights_changed: float  # the share of integer weights that differ from nearest rounding
-    seconds: float
-
-
-def round_weights(seen, qdq, float_model) -> RoundingReport:
-    """GPTQ-round the int8 weights of every layer in `seen` (fast_bias.LayerPass, taken
-    with hessians=True) in `qdq`, in memory; `seen.pairs` then hold the new W_q, so a
-    bias correction made from `seen` afterwards corrects the rounded weights."""
-    from onnx import numpy_helper
-    started = time.perf_counter()
-    inits = {i.name: i for i in qdq.graph.initializer}
-    producer = {o: n for n in qdq.graph.node for o in n.output}
-    floats = {i.name: i for i in float_model.graph.initializer}
-    rounded, changed, total = 0, 0, 0
-    for k, ((layer, twin), hessian) in enumerate(zip(seen.pairs, seen.hessians)):
-        if hessian is None:
-            continue  # a layer GPTQ does not round, or too wide
-        dq = producer[layer.node.input[1]]
-        grid = quantized(dq, inits)
-        new = _rounded(layer.node, grid, array(floats, twin.input[1]), hessian.mean())
-        if new is None:
-            continue
-        inits[dq.input[0]].CopyFrom(numpy_helper.from_array(new, dq.input[0]))
-        rounded_grid = dataclasses.replace(grid, integers=new)
-        seen.pairs[k] = (dataclasses.replace(layer, weight_q=rounded_grid.values()), twin)
-        rounded, total = rounded + 1, total + new.size
-        changed += int((new != grid.integers).sum())
-    return RoundingReport(rounded, round(changed / max(total, 1), 4),
-                          time.perf_counter() - started)
-
-
-def _rounded(node, grid: Quantized, weight: np.ndarray, h: np.ndarray) -> np.ndarray | None:
-    """The new integers of one layer on `grid` (its nearest-rounded weights), in the
-    layout of its weight initializer; None where its scales do not run along its outputs
-    or its H cannot be factored."""
-    flipped = inputs_by_outputs(node)  # then rounded as (outputs, inputs)
-    w, axis = (weight.T, 1) if flipped else (weight, 0)
-    if grid.scale.size > 1 and grid.scale.shape[axis] != grid.scale.size:
-        return None
-    found = gptq_by_outputs(w, h, grid.scale, grid.zero, grid.integers)
-    if found is None:
-        return None
-    return found.T if flipped else found
 
 
 def gptq_by_outputs(rows: np.ndarray, h: np.ndarray, scale: np.ndarray, zero: np.ndarray,

@@ -19,7 +19,17 @@ from typing import Callable
 
 import numpy as np
 
+from compress.quant.passes.sequential_correction.in_turn import corrected
+
 CORRECTABLE = ("Conv", "Gemm")
+
+
+class Backend:
+    record = "bias_correction"
+
+    def apply(self, run) -> dict:
+        report = corrected(run, run.source, run.chosen_feeds(), correct_biases)
+        return {"method": "sequential", **report}
 
 
 def _session(model, threads: int):

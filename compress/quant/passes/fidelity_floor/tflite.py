@@ -1,5 +1,5 @@
-"""Mixed precision for a full-int8 TFLite file: the recovery int8-static's fidelity floor
-runs on TFLite (passes/tflite_floor.py), as mixed_precision.py runs it on ONNX, with
+"""Mixed precision for a full-int8 TFLite file, the fidelity floor's TFLite backend: the
+recovery runs as onnx.py runs it on ONNX, with
 the same search (mixed_precision.recover: the groups that cost the outputs most given
 more bits one at a time, re-scored after each, until the floor holds; then each move
 taken back where the floor holds without it) and the same record.
@@ -38,6 +38,7 @@ from typing import Optional
 import numpy as np
 
 from compress.quant.passes.check import spread
+from compress.quant.passes.fidelity_floor.floor import held
 from compress.quant.tflite.graph import builtin_code, schema
 
 # The groups moved at most: each move quantizes the model again, makes the check's
@@ -49,6 +50,13 @@ MIN_GAIN_DB = 0.5
 # The check's feeds each group's cost alone is measured on: one run of the float file
 # per group and feed; the costs only order the moves
 RANK_FEEDS = 4
+
+
+class Backend:
+    record = "fidelity_floor"
+
+    def apply(self, run) -> dict:
+        return held(run, "int8", recover)
 
 
 @dataclass(frozen=True)
@@ -213,7 +221,7 @@ def _cost(float_model, tensor: tuple, scored: tuple, folder: Path) -> Optional[f
 def recipe(levels: dict) -> dict[str, tuple]:
     """export.tflite.quantize_mixed's `ops` for `levels` ({Group: 16-bit or float}): an
     op of several groups takes the most bits (float over 16)."""
-    from compress.quant.mixed_precision import EIGHT_BIT, FLOAT
+    from compress.quant.passes.fidelity_floor.mixed_precision import EIGHT_BIT, FLOAT
     ops: dict[str, tuple] = {}
     for group, level in levels.items():
         for scope, op in group.ops if level != EIGHT_BIT else ():
@@ -247,7 +255,7 @@ class Mixer:
                                threads=threads)
             path.write_bytes(made[("", *pair)])
         if run.settings.bias_method() == "sequential":
-            from compress.quant.tflite.bias_correction import correct_biases
+            from compress.quant.passes.sequential_correction.tflite import correct_biases
             correct_biases(run.fp32, path, feeds, threads=threads)
         return path.read_bytes()
 
@@ -256,7 +264,7 @@ def recover(run, kept: bytes, score: float):
     """mixed_precision.recover on the TFLite file `kept` (its check score `score`) of
     `run` (tflite_backend.TfliteRun): the groups ranked on RANK_FEEDS of the check's
     feeds, each step scored on all of them."""
-    from compress.quant import mixed_precision as mp
+    from compress.quant.passes.fidelity_floor import mixed_precision as mp
     feeds, reference = run.check_feeds()
     picks = spread(list(range(len(feeds))), RANK_FEEDS)
     with tempfile.TemporaryDirectory(dir=run.target.parent, prefix=".recovery-") as folder:

@@ -1,5 +1,5 @@
 """Bias correction of a full-int8 .tflite file from one pass of the float .tflite file:
-compress/quant/fast_bias.py's correction, for TFLite's layouts.
+compress/quant/passes/fast_correction/onnx.py's correction, for TFLite's layouts.
 
 For each int8 CONV_2D / DEPTHWISE_CONV_2D / FULLY_CONNECTED with an integer bias (int32;
 int64 for the int16x8 layers of a mixed file, whose inputs are int16), the
@@ -22,7 +22,7 @@ lot on CREPE's 64-tap kernels over 8 to 64 rows.
 
 What it leaves out, the price of the single pass:
   - fused ReLU / ReLU6: the shift is of the pre-activation output, while the
-    sequential correction (tflite_bias_correction.py) measures the activated output
+    sequential correction (passes/sequential_correction/tflite.py) measures the activated output
     over the elements neither model clipped;
   - every layer is corrected from float inputs, independently: the errors of the
     int8 layers before it (and their corrections) are not seen; requantization of the
@@ -40,6 +40,15 @@ from compress.quant.tflite.graph import (Layer, bias_views, builtin_code, intege
 
 DEPTHWISE = 4    # builtin operator code of DEPTHWISE_CONV_2D
 SAME = 0         # Padding enum (schema.fbs): SAME 0, VALID 1
+
+
+class Backend:
+    def title(self, settings) -> str:
+        return "bias correction"
+
+    def apply(self, work) -> dict:
+        """Shift the int32 biases of tflite_candidates.TfliteLayers `work` in its bytes."""
+        return corrected(work.model, work.plans, work.sums, work.weights) if work.plans else {}
 
 
 @dataclass(frozen=True)
@@ -216,7 +225,7 @@ def float_pass(float_bytes: bytes, files: dict[str, list[_Plan]], feeds: list[di
     given to the Hessians (by float weight tensor), and the float weights (by tensor). One
     run of the float model serves every file: a tap sum two files' layers share (the same
     input, or the same input on the same grid) is taken once."""
-    from compress.quant.tflite.rounding import as_rows_input
+    from compress.quant.passes.gptq_rounding.tflite import as_rows_input
     model = interpreter(float_bytes, threads)
     sums = {name: [_Sums() for _ in layer_plans] for name, layer_plans in files.items()}
     every = [(plan, total) for name, layer_plans in files.items()

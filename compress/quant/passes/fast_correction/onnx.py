@@ -24,7 +24,7 @@ Approximations, each the price of the single pass:
     the shift there is off by the kernel taps that fall on the padding (a small
     fraction of the positions, except on tiny feature maps);
   - every layer is corrected from float inputs, independently; the sequential version
-    (compress/quant/bias_correction.py) measures each layer's input in the already
+    (compress/quant/passes/sequential_correction/onnx.py) measures each layer's input in the already
     quantized and corrected network, at one run of the quantized model per layer.
 """
 from __future__ import annotations
@@ -38,6 +38,19 @@ import numpy as np
 from compress.quant.float_pass import LayerPass, layer_pass
 from compress.quant.layer_pairs import Layer
 from compress.quant.qdq_nodes import array, attr
+
+
+class Backend:
+    record = "bias_correction"
+
+    def title(self, settings) -> str:
+        return "bias correction"
+
+    def apply(self, work) -> dict:
+        """Shift the biases of onnx_backend.OnnxLayers `work`."""
+        largest = shift_biases(work.seen, work.model, work.float_model)
+        return {"method": "fast", "layers_corrected": len(work.seen.pairs),
+                "feeds": work.feeds, "largest_shift": largest}
 
 
 @dataclass(frozen=True)
