@@ -17,6 +17,7 @@ from compress.report import decide
 from compress.report.decide import Variant
 from compress.report.md_lm import is_language_model, lm_benchmark_table, mix_details
 from profiles import AT_LEAST
+from runtimes import formats
 
 DECODE = "decode_tokens_per_s"
 LIMITS = {DECODE: 10.0, "time_to_first_token_ms": 500.0, "perplexity_increase": 0.05}
@@ -30,16 +31,19 @@ def verdict(name: str, metric: str, value: float, limit: float, status: str) -> 
             "value": value, "status": status, "reason": ""}
 
 
-def lm_variant(name: str, decode: float, ttft: float = 100.0, drop: float = 0.02) -> Variant:
-    """A language model's variant judged on rpi5's decode and first-token budgets."""
-    rows = (verdict(name, DECODE, decode, LIMITS[DECODE],
-                    "pass" if decode >= LIMITS[DECODE] else "fail"),
-            verdict(name, "time_to_first_token_ms", ttft, LIMITS["time_to_first_token_ms"],
-                    "pass" if ttft <= LIMITS["time_to_first_token_ms"] else "fail"))
-    return Variant(name, "rpi5", False, 90.0, rows, 1000.0 / decode, 400.0,
+def lm_variant(name: str, decode: float, ttft: float = 100.0, drop: float = 0.02,
+               engine: str = "onnxruntime-genai", target: str = "rpi5") -> Variant:
+    """A language model's variant judged on a target's decode and first-token budgets."""
+    rows = tuple(dict(row, target=target) for row in (
+        verdict(name, DECODE, decode, LIMITS[DECODE],
+                "pass" if decode >= LIMITS[DECODE] else "fail"),
+        verdict(name, "time_to_first_token_ms", ttft, LIMITS["time_to_first_token_ms"],
+                "pass" if ttft <= LIMITS["time_to_first_token_ms"] else "fail")))
+    fmt = formats.run_by(engine)[0]
+    return Variant(name, target, False, 90.0, rows, 1000.0 / decode, 400.0,
                    {"name": "perplexity", "value": 12.0 * (1 + drop)}, drop,
-                   "onnxruntime-genai", {"path": f"/runs/lm/{name}/model", "format": "genai",
-                                         "precision": "int4"}, 4,
+                   engine, {"path": f"/runs/lm/{name}/model", "format": fmt,
+                            "precision": "int4"}, 4,
                    {"decode_tok_s": decode, "ttft_ms": ttft})
 
 
@@ -82,6 +86,24 @@ def test_the_fastest_decode_wins_among_those_meeting_every_budget():
                                     lm_variant("too-slow", 6.0)])
     assert rec["status"] == decide.SHIP and rec["artifact"] == "int4"
     assert rec["language_model"] == {"decode_tok_s": 22.0, "ttft_ms": 100.0}
+
+
+ENGINES = ("onnxruntime-genai", "llama.cpp", "openvino-genai")
+
+
+@pytest.mark.parametrize("target, decodes, picked", [
+    ("host-cpu", (30.0, 41.0, 35.0), "llama.cpp"),
+    ("rpi5", (14.0, 12.0, 16.5), "openvino-genai")])
+def test_engines_auto_picks_among_the_three_engines_by_each_targets_measurement(
+        target, decodes, picked):
+    """The same variant measured on the three language-model engines (engines: auto plans
+    all three, tests/compress/config/test_target_defaults.py): each target ships the one
+    its own measurement says is fastest, whichever engine that is."""
+    variants = [lm_variant(f"int8-{engine}", decode, engine=engine, target=target)
+                for engine, decode in zip(ENGINES, decodes)]
+    rec = decide.recommend(target, variants)
+    assert rec["status"] == decide.SHIP and rec["engine"] == picked
+    assert rec["language_model"]["decode_tok_s"] == max(decodes)
 
 
 def test_the_summary_of_a_language_model_says_tokens_per_s_at_least_and_perplexity():
