@@ -89,3 +89,26 @@ def test_a_benchmark_on_another_engine_is_named_not_compared():
         "conformance: m/int8@host-cpu: measured on openvino in the reference, onnxruntime here"]
     assert same_as.differences(before, after) == [
         "/conformance: m/metrics/fp32@host-cpu@onnxruntime/top1_agreement: 1.0 -> 0.5"]
+
+
+def _report(sha="a1", kl=0.004, p90=12.0, baseline_model="/runs/x/01-float/model"):
+    """A language-model run's report.json as the pipeline writes it (two of its rows)."""
+    return {"artifacts": [{"id": "int8", "format": "genai", "precision": "int8",
+                           "size_bytes": 270524389, "sha256": sha, "path": "02-int8/model",
+                           "meta": {"seconds": 31.0}}],
+            "benchmarks": [{"artifact": "int8", "target": "host-cpu",
+                            "engine": "onnxruntime-genai", "latency_p90_ms": p90,
+                            "metric": {"name": "perplexity", "value": 14.338, "kl_mean": kl,
+                                       "baseline_model": baseline_model}}]}
+
+
+def test_two_runs_differ_by_their_files_and_fidelity_not_their_timings_or_paths():
+    """examples/same_as/runs.py: a forced run or another commit's run of a language-model
+    example is the same when its files' sha256 and fidelity figures are."""
+    import runs
+    same = runs.made(_report(p90=19.0, baseline_model="/tmp/ref/runs/x/01-float/model"))
+    assert same_as.differences(runs.made(_report()), same) == []
+    assert same_as.differences(runs.made(_report()), runs.made(_report(sha="b2"))) == [
+        "/artifacts/int8/sha256: 'a1' -> 'b2'"]
+    assert same_as.differences(runs.made(_report()), runs.made(_report(kl=0.005))) == [
+        "/fidelity/int8@host-cpu@onnxruntime-genai/kl_mean: 0.004 -> 0.005"]
