@@ -56,7 +56,12 @@ def build_genai(hf_folder: str | Path, out: str | Path, precision: str = "fp32",
         command += ["--target_options", json.dumps(target_options)]
     if extra_options:
         command += ["--extra_options", *(f"{k}={v}" for k, v in extra_options.items())]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1"}
+    # GIT_DIR: the builder stamps its version with `git rev-parse HEAD` run five folders
+    # above its module, which inside a checkout is the checkout's commit, not its own: the
+    # same model built at two commits would differ there. Without a repository it stamps
+    # the commit its wheel records
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+           "GIT_DIR": os.devnull}
     done = subprocess.run(command, capture_output=True, text=True, env=env)
     if done.returncode or not (partial / "genai_config.json").is_file():
         shutil.rmtree(partial, ignore_errors=True)

@@ -54,13 +54,18 @@ SOURCE_NOTES = ("pkg.torch.onnx.", "namespace")
 SUITES = ("conformance", "anchors")
 
 
-def content_sha256(path: Path) -> str:
+def content_sha256(path: Path, external_data: bool = True) -> str:
     """sha256 of the file; for ONNX, of the model (its weights in a data file included,
-    wherever they lie) without the exporter's source notes."""
+    wherever they lie; external_data=False: the graph alone, its data file compared as a
+    file) without the exporter's source notes and the producer's version stamp."""
     if path.suffix != ".onnx":
         return sha256_file(path)
     import onnx
-    model = onnx.load(str(path))   # external data read in: weights count, layout not
+    # external data read in: weights count, layout not
+    model = onnx.load(str(path), load_external_data=external_data)
+    # onnxruntime-genai's builder stamps its version with `git rev-parse HEAD` run five
+    # folders above its own module: inside a checkout, this repository's commit
+    model.ClearField("producer_version")
     for graph in _graphs(model.graph):
         for tensor in graph.initializer:   # read-in data says "DEFAULT" where inline omits it
             tensor.ClearField("data_location")

@@ -43,6 +43,19 @@ def test_the_exporters_source_notes_do_not_count(tmp_path):
     assert same_as.content_sha256(one) == same_as.content_sha256(two)
 
 
+def test_the_producers_version_stamp_does_not_count(tmp_path):
+    """onnxruntime-genai's builder stamps producer_version with the commit of the checkout
+    it is installed in: two commits' builds of the same model differ there alone."""
+    stamped = []
+    for commit in ("fa22119", "a351265"):
+        model = onnx.load(str(_model(tmp_path / "m.onnx")))
+        model.producer_version = f"0.18.0+{commit}"
+        onnx.save(model, str(tmp_path / f"{commit}.onnx"))
+        stamped.append(tmp_path / f"{commit}.onnx")
+    assert stamped[0].read_bytes() != stamped[1].read_bytes()
+    assert same_as.content_sha256(stamped[0]) == same_as.content_sha256(stamped[1])
+
+
 def test_a_changed_weight_or_operator_counts(tmp_path):
     base = same_as.content_sha256(_model(tmp_path / "base.onnx"))
     assert same_as.content_sha256(_model(tmp_path / "w.onnx", weight=2.0)) != base

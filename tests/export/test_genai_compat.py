@@ -53,6 +53,7 @@ def test_a_gemma3_model_exports_with_the_logits_of_torch(tmp_path):
         tokenizer_object=Tokenizer(models.WordLevel(vocab, unk_token="t0"))).save_pretrained(hf)
     assert per_attention_type(json.loads((hf / "config.json").read_text())["rope_parameters"])
     folder = build_genai(hf, tmp_path / "fp32")
+    _not_stamped_with_the_checkouts_commit(folder / "model.onnx")
     ids = [int(i) for i in np.random.default_rng(0).integers(3, config.vocab_size, 24)]
     export = GenaiModel(folder, threads=1)
     with torch.no_grad():
@@ -63,3 +64,17 @@ def test_a_gemma3_model_exports_with_the_logits_of_torch(tmp_path):
         picked = model.generate(torch.tensor([ids[:4]]), max_new_tokens=6, do_sample=False,
                                 min_new_tokens=6)[0, 4:].tolist()
     assert export.greedy(ids[:4], 6) == picked
+
+
+def _not_stamped_with_the_checkouts_commit(path):
+    """The builder's version stamp names its own commit, not this checkout's (which it
+    finds with git run five folders above its module: inside the checkout, when the
+    environment is): the same model built at two commits is the same file."""
+    import subprocess
+    import onnx
+    import onnxruntime_genai
+    from tests.conftest import REPO
+    head = subprocess.run(["git", "rev-parse", "--short=7", "HEAD"], cwd=REPO,
+                          capture_output=True, text=True).stdout.strip()
+    stamp = onnx.load(str(path), load_external_data=False).producer_version
+    assert stamp.startswith(onnxruntime_genai.__version__) and not (head and head in stamp), stamp
