@@ -124,7 +124,8 @@ slm-weight-only: $(STAMP)
 # On x86 the build leaves out ggml's AMX kernels: built natively on a CPU with AMX (an Intel
 # Xeon from Sapphire Rapids on), llama-cpp-python 0.3.36 crashed (SIGSEGV in decode) on the
 # first Q8_0 file it ran, in ggml_backend_amx_mul_mat (ggml-org/llama.cpp#20824, open);
-# without them Q8_0 runs on the AVX-512 VNNI kernels. No effect on a CPU without AMX.
+# without them Q8_0 runs on the AVX-512 VNNI kernels. No effect on a CPU without AMX. A
+# wheel pip cached from an earlier build keeps its kernels: `pip cache remove llama_cpp_python`.
 NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 LLAMA_CPP_CMAKE := -DLLAVA_BUILD=OFF $(if $(filter x86_64,$(shell uname -m)),-DCMAKE_C_FLAGS='$(NO_AMX)' -DCMAKE_CXX_FLAGS='$(NO_AMX)')
 llama-cpp: $(STAMP)

@@ -1,5 +1,5 @@
 """The activation groups of a QDQ model, and what int8-static's recovery
-(passes/recovery.py) does with one. A group is one activation QuantizeLinear with the
+(passes/fidelity_floor/) does with one. A group is one activation QuantizeLinear with the
 DequantizeLinear nodes that read it: the quantization of one tensor, which
 quantize_static writes once and shares among the tensor's readers. Three things can be
 done to it, in place on a ModelProto:

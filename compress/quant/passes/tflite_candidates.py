@@ -1,10 +1,10 @@
 """The candidates of a full-int8 TFLite file: each file ai-edge-quantizer made (one per
 range estimator) with the passes on the quantized layers a candidate names, from one run
-of the float file over the feeds (tflite_fast_bias.float_pass) that serves every file.
+of the float file over the feeds (fast_correction/tflite.py: float_pass) that serves every file.
 
 A candidate is named by (file, rounding, corrected): "gptq" where GPTQ rounded it
-(gptq_rounding.py), corrected where the fast correction moved its biases
-(fast_correction.py); made in that order, the correction for the weights the rounding
+(gptq_rounding/), corrected where the fast correction moved its biases
+(fast_correction/); made in that order, the correction for the weights the rounding
 left. A candidate shares its first passes' work with the others that start the same way.
 """
 from __future__ import annotations
@@ -22,8 +22,8 @@ class TfliteLayers:
     """A candidate as the passes on the quantized layers change it: the file's bytes (in
     place) and its layers' plans, with what the float pass took for them."""
     model: bytearray
-    plans: list            # tflite_fast_bias plans, with the integers the file holds
-    sums: list             # tflite_fast_bias sums, per plan
+    plans: list            # fast_correction/tflite.py's plans, with the integers the file holds
+    sums: list             # fast_correction/tflite.py's sums, per plan
     weights: dict          # float weights, by tensor
     hessians: dict         # H accumulators, by float weight tensor
     memo: dict             # GPTQ's integers found for a weight on a grid, for every file

@@ -26,19 +26,19 @@ LIMITS = {DECODE: 10.0, "time_to_first_token_ms": 500.0, "perplexity_increase": 
 # --- (a) the decision -----------------------------------------------------------------
 
 
-def verdict(name: str, metric: str, value: float, limit: float, status: str) -> dict:
-    return {"artifact": name, "target": "rpi5", "metric": metric, "budget": limit,
+def verdict(name: str, metric: str, value: float, limit: float, status: str,
+            target: str = "rpi5") -> dict:
+    return {"artifact": name, "target": target, "metric": metric, "budget": limit,
             "value": value, "status": status, "reason": ""}
 
 
 def lm_variant(name: str, decode: float, ttft: float = 100.0, drop: float = 0.02,
                engine: str = "onnxruntime-genai", target: str = "rpi5") -> Variant:
     """A language model's variant judged on a target's decode and first-token budgets."""
-    rows = tuple(dict(row, target=target) for row in (
-        verdict(name, DECODE, decode, LIMITS[DECODE],
-                "pass" if decode >= LIMITS[DECODE] else "fail"),
-        verdict(name, "time_to_first_token_ms", ttft, LIMITS["time_to_first_token_ms"],
-                "pass" if ttft <= LIMITS["time_to_first_token_ms"] else "fail")))
+    rows = (verdict(name, DECODE, decode, LIMITS[DECODE],
+                    "pass" if decode >= LIMITS[DECODE] else "fail", target),
+            verdict(name, "time_to_first_token_ms", ttft, LIMITS["time_to_first_token_ms"],
+                    "pass" if ttft <= LIMITS["time_to_first_token_ms"] else "fail", target))
     fmt = formats.run_by(engine)[0]
     return Variant(name, target, False, 90.0, rows, 1000.0 / decode, 400.0,
                    {"name": "perplexity", "value": 12.0 * (1 + drop)}, drop,
